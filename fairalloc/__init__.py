@@ -1,0 +1,49 @@
+"""fairalloc: exact, solver-backed multi-resource fair allocation on heterogeneous servers.
+
+>>> import fairalloc
+>>> inst = fairalloc.load_instance("examples/psdsf-fig1.yaml")   # doctest: +SKIP
+>>> fairalloc.solve(inst, "drfh").tasks                          # doctest: +SKIP
+array([5.45454545, 6.54545455])
+"""
+
+from fairalloc.errors import FairallocError, InstanceError, ParameterError, SolverUnavailableError
+from fairalloc.instance import Instance
+from fairalloc.io import instance_to_dict, load_instance, parse_instance, save_instance
+from fairalloc.result import Result
+from fairalloc.status import Status
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FairallocError",
+    "Instance",
+    "InstanceError",
+    "ParameterError",
+    "Result",
+    "SolverUnavailableError",
+    "Status",
+    "__version__",
+    "instance_to_dict",
+    "load_instance",
+    "mechanisms",
+    "parse_instance",
+    "save_instance",
+    "solve",
+]
+
+
+def solve(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """See :func:`fairalloc.api.solve`."""
+    from fairalloc.api import solve as _solve
+
+    return _solve(*args, **kwargs)
+
+
+solve.__doc__ = "Run a mechanism on an instance; see :func:`fairalloc.api.solve`."
+
+
+def mechanisms() -> list[str]:
+    """Names of the registered mechanisms."""
+    from fairalloc.registry import all_mechanisms
+
+    return [m.name for m in all_mechanisms()]

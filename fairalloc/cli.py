@@ -1,0 +1,235 @@
+"""The ``fairalloc`` command line (SPEC §1.3).
+
+    fairalloc solve INSTANCE -m MECHANISM [-p key=value ...] [--solver NAME] [-o OUT.json]
+    fairalloc verify INSTANCE RESULT.json [-o REPORT.json]
+    fairalloc show INSTANCE -m MECHANISM [-p key=value ...] [--write FILE.lp|FILE.nl]
+    fairalloc mechanisms | fairalloc solvers
+
+Exit codes: 0 success; 1 the solver did not reach ``optimal``/``converged`` (the result is still
+written, with its status); 2 bad input (one line on stderr naming the field and value); 3 an internal
+error (rerun with ``--debug`` for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from fairalloc.errors import FairallocError, ParameterError
+
+__all__ = ["build_parser", "main"]
+
+log = logging.getLogger("fairalloc")
+
+EXIT_OK, EXIT_STATUS, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+# Subcommands contributed by other modules: name -> (module, function adding the parser).
+EXTENSIONS: list[tuple[str, str]] = []
+
+
+def _key_values(items: Sequence[str] | None, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ParameterError(f"{what} {item!r}: expected key=value")
+        k, v = item.split("=", 1)
+        if not k.strip():
+            raise ParameterError(f"{what} {item!r}: empty key")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _typed(v: str) -> Any:
+    low = v.lower()
+    if low in {"true", "false"}:
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    return v
+
+
+def _emit(text: str, out: str | None) -> None:
+    if out:
+        Path(out).write_text(text + "\n")
+    else:
+        sys.stdout.write(text + "\n")
+
+
+# ---------------------------------------------------------------------- commands
+def cmd_solve(args: argparse.Namespace) -> int:
+    from fairalloc.api import solve
+
+    result = solve(args.instance, args.mechanism, solver=args.solver, time_limit=args.time_limit,
+                   solver_options={k: _typed(v) for k, v in
+                                   _key_values(args.solver_option, "--solver-option").items()},
+                   verify=args.verify, **_key_values(args.param, "-p"))
+    _emit(result.to_json(), args.output)
+    if args.output:
+        print(f"{result.mechanism} on {result.instance}: {result.status.value} -> {args.output}",
+              file=sys.stderr)
+    if not result.ok:
+        print(f"status {result.status.value}: {result.message}", file=sys.stderr)
+        return EXIT_STATUS
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from fairalloc.io import load_instance
+    from fairalloc.result import Result
+    from fairalloc.verify import verify
+
+    inst = load_instance(args.instance)
+    result = Result.load(args.result)
+    report = verify(inst, result)
+    _emit(json.dumps(report.to_dict(), indent=2), args.output)
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from fairalloc.io import load_instance
+    from fairalloc.registry import get_mechanism
+
+    inst = load_instance(args.instance)
+    mech = get_mechanism(args.mechanism)
+    if mech.build is None:
+        raise ParameterError(f"{mech.name}: has no single Pyomo model to show")
+    if mech.needs_demands:
+        inst.require_demands(mech.name)
+    model = mech.build(inst, **mech.parse_params(_key_values(args.param, "-p")))
+    if args.write:
+        suffix = Path(args.write).suffix.lower()
+        if suffix not in {".lp", ".nl"}:
+            raise ParameterError(f"--write {args.write!r}: expected a .lp or .nl file name")
+        model.write(args.write, io_options={"symbolic_solver_labels": True})
+        print(f"wrote {args.write}", file=sys.stderr)
+    else:
+        model.pprint(ostream=sys.stdout)
+    return EXIT_OK
+
+
+def cmd_mechanisms(args: argparse.Namespace) -> int:
+    from fairalloc.registry import all_mechanisms
+
+    mechs = all_mechanisms()
+    if args.json:
+        print(json.dumps([{"name": m.name, "problem": m.problem, "summary": m.summary,
+                           "reference": m.reference,
+                           "parameters": {p.name: {"default": p.default, "help": p.help}
+                                          for p in m.params}} for m in mechs], indent=2, default=str))
+        return EXIT_OK
+    width = max(len(m.name) for m in mechs)
+    for m in mechs:
+        print(f"{m.name:<{width}}  {m.problem:<4} {m.summary}  [{m.reference}]")
+        for p in m.params:
+            print(f"{'':<{width}}       -p {p.name}=… (default {p.default}): {p.help}")
+    return EXIT_OK
+
+
+def cmd_solvers(args: argparse.Namespace) -> int:
+    from fairalloc.solvers import solver_table
+    from fairalloc.solvers.ipopt import ipopt_route
+
+    rows = solver_table()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        mark = "yes" if r["available"] else "no "
+        print(f"{r['name']:<{width}}  {mark}  {r['classes']:<12} {r['detail']}: {r['summary']}")
+    try:
+        route = ipopt_route()
+    except FairallocError as exc:
+        route = f"none ({exc})"
+    print(f"\nIpopt route in use: {route}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    from fairalloc import __version__
+
+    p = argparse.ArgumentParser(prog="fairalloc", description="Multi-resource fair allocation: "
+                                "solve, verify and inspect mechanisms on heterogeneous servers.")
+    p.add_argument("--version", action="version", version=f"fairalloc {__version__}")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="log progress (-v: INFO, -vv: DEBUG) on stderr")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    s = sub.add_parser("solve", help="run a mechanism on an instance; print the result JSON")
+    s.add_argument("instance", help="instance file (.yaml/.yml/.json) or CSV directory")
+    s.add_argument("-m", "--mechanism", required=True, help="mechanism name (fairalloc mechanisms)")
+    s.add_argument("-p", "--param", action="append", metavar="KEY=VALUE",
+                   help="mechanism parameter, repeatable (e.g. -p alpha=3)")
+    s.add_argument("--solver", help="solver name (fairalloc solvers); default by problem class")
+    s.add_argument("--solver-option", action="append", metavar="KEY=VALUE",
+                   help="option passed verbatim to the solver, repeatable")
+    s.add_argument("--time-limit", type=float, metavar="SECONDS",
+                   help="limit for all solves of the mechanism together")
+    s.add_argument("--verify", action="store_true", help="embed the verification report")
+    s.add_argument("-o", "--output", metavar="OUT.json", help="write the result here")
+    s.set_defaults(func=cmd_solve)
+
+    v = sub.add_parser("verify", help="check an allocation against the properties of SPEC §3")
+    v.add_argument("instance")
+    v.add_argument("result", help="result JSON (from fairalloc solve, another tool, or by hand)")
+    v.add_argument("-o", "--output", metavar="REPORT.json")
+    v.set_defaults(func=cmd_verify)
+
+    w = sub.add_parser("show", help="print a mechanism's Pyomo model (or write it as .lp/.nl)")
+    w.add_argument("instance")
+    w.add_argument("-m", "--mechanism", required=True)
+    w.add_argument("-p", "--param", action="append", metavar="KEY=VALUE")
+    w.add_argument("--write", metavar="FILE", help="write .lp or .nl instead of printing")
+    w.set_defaults(func=cmd_show)
+
+    m = sub.add_parser("mechanisms", help="list the mechanisms")
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(func=cmd_mechanisms)
+
+    so = sub.add_parser("solvers", help="list the solvers and which are available here")
+    so.add_argument("--json", action="store_true")
+    so.set_defaults(func=cmd_solvers)
+
+    import importlib
+
+    for module, fn in EXTENSIONS:
+        adder: Callable[[Any], None] = getattr(importlib.import_module(module), fn)
+        adder(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.verbose < 2:
+        logging.getLogger("pyomo").setLevel(logging.ERROR)
+    try:
+        return int(args.func(args))
+    except FairallocError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # an internal error: one line unless --debug
+        if args.debug:
+            raise
+        print(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

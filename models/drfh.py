@@ -1,0 +1,51 @@
+r"""DRFH — Dominant Resource Fairness for Heterogeneous servers ([PSDSF] §II-B; C-DRFH there when
+placement constraints exist).
+
+Each user's *global* dominant share is computed as if all servers were one pool and there were no
+placement constraints ([PSDSF] (2), (6)):
+
+.. math::
+
+    c_r = \sum_i c_{i,r}, \qquad \kappa_n = \max_{r \in R \cup E} \frac{d_{n,r}}{c_r},
+    \qquad s_n = \kappa_n X_n .
+
+DRFH is the weighted lexicographic max-min of :math:`s_n/\phi_n` over the feasible set χ
+(:mod:`~fairalloc.models.feasible`), computed by progressive filling
+(:mod:`~fairalloc.models.maxmin`). External resources enter κ with their capacity ``c_e``.
+
+Golden numbers (SPEC §4.1, [PSDSF] Fig. 1): ``X = (60/11, 72/11)``.
+"""
+
+from __future__ import annotations
+
+import pyomo.environ as pyo
+
+from fairalloc.instance import Instance
+from fairalloc.models.feasible import allocation, feasible_set
+from fairalloc.models.maxmin import add_maxmin, progressive_filling
+from fairalloc.registry import Solution, mechanism
+from fairalloc.solvers import Session
+
+
+def build(inst: Instance) -> pyo.ConcreteModel:
+    """χ, the weighted dominant shares ``share[n] = κ_n X_n / φ_n`` and the max-min LP."""
+    inst.require_demands("drfh")
+    m = pyo.ConcreteModel(name=f"drfh[{inst.name}]")
+    m.chi = feasible_set(inst)
+    coef = dict(zip(inst.users, inst.dominant_coeff / inst.weight))
+    m.share = pyo.Expression(m.chi.N, rule=lambda m, n: coef[n] * m.chi.X[n],
+                             doc="weighted global dominant share s_n/φ_n ([PSDSF] (6))")
+    add_maxmin(m, m.share)
+    return m
+
+
+@mechanism("drfh", problem="lp", build=build, reference="[PSDSF] §II-B, (6)",
+           summary="weighted lexicographic max-min of global dominant shares over χ (C-DRFH)")
+def solve(inst: Instance, session: Session) -> Solution:
+    m = build(inst)
+    mm = progressive_filling(m, session, m.share)
+    x = allocation(m.chi, inst)
+    return Solution(x, mm.status, mm.message, details={
+        "dominant_resource": dict(zip(inst.users, inst.dominant_resource)),
+        "dominant_share": dict(zip(inst.users, inst.dominant_share(x))),
+        "levels": {str(n): v for n, v in mm.levels.items()}, "rounds": mm.rounds, "lps": mm.lps})

@@ -1,0 +1,130 @@
+r"""The feasible set χ (SPEC §1; [PSDSF] (4)–(5), [TSFER] (2)) as a Pyomo block.
+
+.. math::
+
+    \sum_n x_{n,i}\, d_{n,r} \le c_{i,r} \quad \forall i, r \in R
+        \qquad\text{(time-shared form: } \textstyle\sum_n x_{n,i}/\gamma_{n,i} \le 1\text{)}
+
+    \sum_n \sum_{i \in S_e} x_{n,i}\, d_{n,e} \le c_e \quad \forall e \in E
+
+    X_n = \sum_i x_{n,i} \le T_n, \qquad x_{n,i} \ge 0,
+    \qquad x_{n,i} = 0 \text{ unless } \delta_{n,i} = 1 \text{ and } \gamma_{n,i} > 0
+
+Only the pairs ``(n, i)`` a user can actually run on get a variable (``chi.P``), and only rows that
+carry at least one term are written, so placement constraints make the model smaller, not just more
+constrained. Rows are built from numpy columns as ``LinearExpression`` objects (the fast path of the
+solve layer's compiler). Every mechanism builds on this block; none copies its constraints.
+
+Components of the block ``chi`` (indices are the instance's names, so ``m.pprint()`` reads as the math):
+
+- ``chi.N``, ``chi.K``, ``chi.R``, ``chi.E``: users, servers, server resources, external resources
+- ``chi.P``: runnable pairs ``(user, server)``; ``chi.x[n, i] ≥ 0``
+- ``chi.X[n]``: total tasks ``Σ_i x[n,i]`` (an ``Expression``)
+- ``chi.capacity[i, r]``, ``chi.time[i]`` (time-shared form), ``chi.external[e]``, ``chi.limit[n]``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+from pyomo.common.gc_manager import PauseGC
+from pyomo.core.expr.numeric_expr import LinearExpression
+
+from fairalloc.instance import Instance
+
+__all__ = ["allocation", "feasible_set", "pair_index"]
+
+
+def pair_index(inst: Instance, servers: Sequence[int] | None = None) -> np.ndarray:
+    """Runnable ``(n, i)`` positions, row-major (users outer), optionally restricted to ``servers``."""
+    mask = inst.runnable.copy()
+    if servers is not None:
+        keep = np.zeros(inst.n_servers, bool)
+        keep[list(servers)] = True
+        mask &= keep[None, :]
+    return np.argwhere(mask)
+
+
+def _lin(coefs: np.ndarray, variables: list[Any]) -> LinearExpression:
+    return LinearExpression(constant=0.0, linear_coefs=coefs.tolist(), linear_vars=variables)
+
+
+def feasible_set(inst: Instance, servers: Sequence[int] | None = None,
+                 task_limits: bool = True) -> pyo.Block:
+    """Build χ for ``inst`` as a concrete block (assign it to a model: ``m.chi = feasible_set(inst)``).
+
+    ``servers`` restricts the block to a subset of servers (per-server mechanisms); external
+    resources then count only those servers' tasks. ``task_limits=False`` omits ``X[n] ≤ T[n]``.
+    """
+    with PauseGC():  # ~10⁶ expression objects: generational GC passes would triple the build time
+        return _feasible_set(inst, servers, task_limits)
+
+
+def _feasible_set(inst: Instance, servers: Sequence[int] | None, task_limits: bool) -> pyo.Block:
+    U, S = inst.users, inst.servers
+    pairs = pair_index(inst, servers)
+    b = pyo.Block(concrete=True)
+    b.N = pyo.Set(initialize=U, ordered=True)
+    b.K = pyo.Set(initialize=[S[i] for i in sorted(set(pairs[:, 1].tolist()))] if servers is not None
+                  else S, ordered=True)
+    b.R = pyo.Set(initialize=inst.resources, ordered=True)
+    b.E = pyo.Set(initialize=inst.external, ordered=True)
+    b.P = pyo.Set(initialize=[(U[n], S[i]) for n, i in pairs], dimen=2, ordered=True)
+    b.x = pyo.Var(b.P, domain=pyo.NonNegativeReals, initialize=0.0)
+    xs = list(b.x.values())  # same order as ``pairs``
+    b.pairs = pairs  # positions (n, i) of each variable, for arrays <-> model
+
+    by_user = np.split(np.arange(len(pairs)), np.flatnonzero(np.diff(pairs[:, 0])) + 1) \
+        if len(pairs) else []
+    user_vars = {int(pairs[g[0], 0]): [xs[k] for k in g] for g in by_user if len(g)}
+    b.X = pyo.Expression(b.N, initialize={
+        U[n]: _lin(np.ones(len(user_vars.get(n, []))), user_vars.get(n, []))
+        for n in range(inst.n_users)})
+
+    order = np.argsort(pairs[:, 1], kind="stable")
+    by_server = np.split(order, np.flatnonzero(np.diff(pairs[order, 1])) + 1) if len(pairs) else []
+    if inst.time_shared:
+        rows = {}
+        for g in by_server:
+            i = int(pairs[g[0], 1])
+            rows[S[i]] = _lin(1.0 / inst.gamma[pairs[g, 0], i], [xs[k] for k in g]) <= 1.0
+        b.time = pyo.Constraint(list(rows), rule=lambda blk, s: rows[s])
+    else:
+        rows = {}
+        for g in by_server:
+            i = int(pairs[g[0], 1])
+            users = pairs[g, 0]
+            for r, rname in enumerate(inst.resources):
+                d = inst.demand[users, r]
+                nz = np.flatnonzero(d > 0)
+                if nz.size:
+                    rows[S[i], rname] = _lin(d[nz], [xs[g[k]] for k in nz]) <= float(
+                        inst.capacity[i, r])
+        b.capacity = pyo.Constraint(list(rows), rule=lambda blk, s, r: rows[s, r])
+    erows = {}
+    for e, ename in enumerate(inst.external):
+        sel = np.flatnonzero(inst.external_scope[e, pairs[:, 1]] & (
+            inst.external_demand[pairs[:, 0], e] > 0)) if len(pairs) else np.zeros(0, int)
+        if sel.size:
+            erows[ename] = _lin(inst.external_demand[pairs[sel, 0], e], [xs[k] for k in sel]) <= float(
+                inst.external_capacity[e])
+    b.external = pyo.Constraint(list(erows), rule=lambda blk, e: erows[e])
+    if task_limits:
+        limit = {U[n]: float(inst.tasks[n]) for n in np.flatnonzero(np.isfinite(inst.tasks))
+                 if n in user_vars}
+        b.limit = pyo.Constraint(list(limit), rule=lambda blk, u: blk.X[u] <= limit[u])
+    return b
+
+
+def allocation(chi: pyo.Block, inst: Instance, values: np.ndarray | None = None) -> np.ndarray:
+    """The allocation ``x`` (users × servers) held in ``chi`` (or given as ``values`` in
+    ``chi.P`` order, e.g. from :meth:`HighsBridge.values`)."""
+    if values is None:
+        values = np.fromiter((v.value or 0.0 for v in chi.x.values()), float, len(chi.pairs))
+    x = np.zeros((inst.n_users, inst.n_servers))
+    if len(chi.pairs):
+        x[chi.pairs[:, 0], chi.pairs[:, 1]] = np.maximum(values, 0.0)
+    return x

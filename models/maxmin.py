@@ -1,0 +1,149 @@
+r"""Weighted lexicographic max-min by progressive filling (SPEC §2, "Lexicographic max-min").
+
+Given a linear share function per user, ``share[n](x)`` (already divided by the weight:
+``κ_n X_n/φ_n`` for DRFH, ``X_n/(φ_n γTSF_n)`` for TSF, ``X_n/(φ_n η_n)`` for TSF-ER), the allocation
+maximises the smallest share, then the second smallest, and so on. Each round solves
+
+.. math::
+
+    \max_{x \in \chi,\ t} \ t \quad\text{s.t.}\quad
+        \mathrm{share}_n(x) \ge t \ \ (n \text{ active}), \qquad
+        \mathrm{share}_n(x) \ge \ell_n \ \ (n \text{ frozen at level } \ell_n)
+
+and freezes every active user that cannot rise above ``t*`` while the others keep ``t*``. Such users
+are read from the duals of the ``level`` rows: ``t*(b)`` is concave in the right-hand sides, so a
+non-zero multiplier on user ``n``'s row means raising ``n`` alone lowers ``t*`` — ``n`` is blocked.
+The multipliers of the active rows sum to one (stationarity in ``t``), so each round freezes at least
+one user and the loop ends after at most ``|N|`` LPs. When a solver returns no duals (SCIP), each
+candidate is tested with one LP (``max share_n`` with the others held at ``t*``).
+
+The loop does not stop after the first level: a user blocked by a resource it alone uses is frozen
+there and the others keep rising. All rounds re-solve one persistent model: freezing deactivates a
+``level`` row and sets a mutable ``floor`` parameter, which the solve layer pushes as bound changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+
+from fairalloc.solvers import Session
+from fairalloc.status import Status, worst
+
+__all__ = ["MaxMinOutcome", "add_maxmin", "progressive_filling"]
+
+log = logging.getLogger(__name__)
+
+
+def add_maxmin(m: pyo.ConcreteModel, share: Any, name: str = "maxmin") -> pyo.Block:
+    """Add the max-min LP on top of ``share`` (an indexed Expression over users) to ``m``:
+    ``t`` (the common level), ``level[n]: share[n] ≥ t``, ``floor[n]: share[n] ≥ floor_level[n]``
+    (inactive bound until ``n`` is frozen) and ``objective: max t``."""
+    users = list(share.keys())
+    blk = pyo.Block(concrete=True)
+    m.add_component(name, blk)
+    blk.t = pyo.Var(doc="common level of the active users")
+    blk.floor_level = pyo.Param(users, mutable=True, initialize=-math.inf, domain=pyo.Any,
+                                doc="level at which a frozen user is held (-inf while active)")
+    blk.level = pyo.Constraint(users, rule=lambda b, n: share[n] - b.t >= 0)
+    blk.floor = pyo.Constraint(users, rule=lambda b, n: share[n] >= b.floor_level[n])
+    blk.objective = pyo.Objective(expr=blk.t, sense=pyo.maximize)
+    return blk
+
+
+@dataclass
+class MaxMinOutcome:
+    status: Status
+    levels: dict[Any, float]  # the level each user was frozen at
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def lps(self) -> int:
+        return sum(r["lps"] for r in self.rounds)
+
+
+def _duals(handle: Any, cons: list[Any]) -> np.ndarray | None:
+    fn = getattr(handle, "duals", None)
+    return None if fn is None else fn(cons)
+
+
+def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name: str = "maxmin",
+                        dual_tol: float = 1e-9, tol: float = 1e-9) -> MaxMinOutcome:
+    """Run progressive filling on the block added by :func:`add_maxmin`; the final allocation is
+    left in the model's variables."""
+    blk = getattr(m, name)
+    active = list(blk.level.keys())
+    levels: dict[Any, float] = {}
+    rounds: list[dict[str, Any]] = []
+    handle = session.open(m, "lp")
+    status = Status.OPTIMAL
+    while active:
+        out = session.run(handle)
+        status = worst(status, out.status)
+        if not out.ok:
+            msg = f"round {len(rounds) + 1}: {out.solver} stopped ({out.status}: {out.message})"
+            return MaxMinOutcome(out.status, levels, rounds, msg)
+        t = float(pyo.value(blk.t))
+        lps = 1
+        y = _duals(handle, [blk.level[n] for n in active])
+        if y is not None:
+            blocked = [n for n, yn in zip(active, y) if abs(yn) > dual_tol]
+            how = "duals"
+        else:
+            blocked = []
+        if not blocked:
+            blocked, probes, bad = _probe(m, blk, session, handle, share, active, t, tol)
+            lps += probes
+            how = "probe LPs"
+            if bad is not None:
+                return MaxMinOutcome(bad.status, levels, rounds, f"probe LP stopped: {bad.message}")
+            if not blocked:  # cannot happen with exact arithmetic; never loop forever
+                return MaxMinOutcome(Status.ERROR, levels, rounds,
+                                     f"round {len(rounds) + 1}: no blocked user found at t = {t}")
+        floor = t - tol * max(1.0, abs(t))
+        for n in blocked:
+            levels[n] = t
+            blk.level[n].deactivate()
+            blk.floor_level[n] = floor
+        active = [n for n in active if n not in set(blocked)]
+        rounds.append({"level": t, "frozen": [str(n) for n in blocked], "lps": lps, "by": how})
+        log.info("progressive filling round %d: level %.10g; frozen %s (%s); %d still active",
+                 len(rounds), t, ", ".join(map(str, blocked)), how, len(active))
+        if active:
+            handle.update(variables=False)
+    return MaxMinOutcome(status, levels, rounds)
+
+
+def _probe(m: pyo.ConcreteModel, blk: pyo.Block, session: Session, handle: Any, share: Any,
+           active: list[Any], t: float, tol: float) -> tuple[list[Any], int, Any]:
+    """Test each active user at level ``t``: can it rise while the others keep ``t``?"""
+    cand = [n for n in active if pyo.value(share[n]) <= t + tol * max(1.0, abs(t))]
+    saved = {n: pyo.value(blk.floor_level[n]) for n in active}
+    for n in active:
+        blk.level[n].deactivate()
+        blk.floor_level[n] = t - tol * max(1.0, abs(t))
+    blk.objective.deactivate()
+    blocked, lps, bad = [], 0, None
+    for n in cand:
+        blk.probe = pyo.Objective(expr=share[n], sense=pyo.maximize)
+        handle.update(variables=False)
+        out = session.run(handle)
+        lps += 1
+        blk.del_component(blk.probe)
+        if not out.ok:
+            bad = out
+            break
+        if pyo.value(share[n]) <= t + 10 * tol * max(1.0, abs(t)):
+            blocked.append(n)
+    for n in active:
+        blk.level[n].activate()
+        blk.floor_level[n] = saved[n]
+    blk.objective.activate()
+    handle.update(variables=False)
+    return blocked, lps, bad

@@ -1,0 +1,358 @@
+"""HiGHS (highspy) for the LPs and MILPs of the Pyomo models, persistent across re-solves.
+
+:class:`HighsBridge` compiles a Pyomo model once (:func:`~fairalloc.solvers.compile.compile_linear`),
+hands the matrix to ``highspy`` and keeps it. Iterative mechanisms change the *Pyomo model* (fix or
+unfix variables, change bounds and mutable parameters in constraint bounds, activate or deactivate
+constraints, add constraints, change the objective) and call :meth:`HighsBridge.update`, which pushes
+only bounds, costs and new rows to HiGHS: the basis is kept and the next solve is warm. Coefficient
+changes inside existing rows are pushed by :meth:`HighsBridge.update_rows`.
+
+Statuses are mapped, never guessed: a time or iteration limit is reported as such even when HiGHS holds
+a feasible point, and "infeasible or unbounded" is resolved by one re-solve without presolve.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import highspy
+import numpy as np
+import pyomo.environ as pyo
+
+from fairalloc.solvers.compile import (
+    INF,
+    active_objective,
+    col_bounds,
+    compile_linear,
+    linear_terms,
+    row_bounds,
+)
+from fairalloc.solvers.kkt import kkt_residuals
+from fairalloc.solvers.outcome import SolveOutcome
+from fairalloc.status import Status
+
+__all__ = ["HighsBridge", "highs_version"]
+
+log = logging.getLogger(__name__)
+IPM_FIRST_ABOVE = 20_000  # columns: first solve of a large LP by IPM when the user chose no algorithm
+MS = highspy.HighsModelStatus
+
+_STATUS = {
+    MS.kOptimal: Status.OPTIMAL,
+    MS.kModelEmpty: Status.OPTIMAL,
+    MS.kInfeasible: Status.INFEASIBLE,
+    MS.kTimeLimit: Status.TIME_LIMIT,
+    MS.kIterationLimit: Status.ITERATION_LIMIT,
+    MS.kSolutionLimit: Status.ITERATION_LIMIT,
+}
+
+
+def highs_version() -> str:
+    h = highspy.Highs()
+    return f"{h.versionMajor()}.{h.versionMinor()}.{h.versionPatch()}"
+
+
+def _inf(a: np.ndarray) -> np.ndarray:
+    return np.clip(a, -highspy.kHighsInf, highspy.kHighsInf)
+
+
+class HighsBridge:
+    """A Pyomo model held in a ``highspy.Highs`` object.
+
+    ``algorithm`` is HiGHS's ``solver`` option (``choose``, ``simplex``, ``ipm``, ``pdlp``); ``options``
+    are passed to HiGHS verbatim.
+    """
+
+    name = "highs"
+
+    def __init__(self, model: Any, algorithm: str = "choose", options: dict[str, Any] | None = None,
+                 loglevel: int = logging.DEBUG) -> None:
+        t0 = time.perf_counter()
+        self.model = model
+        self.form = compile_linear(model)
+        self.h = highspy.Highs()
+        self.h.setOptionValue("output_flag", False)
+        self.h.setOptionValue("solver", algorithm)
+        for k, v in (options or {}).items():
+            self._set_option(k, v)
+        self.algorithm = algorithm
+        self.solves = 0
+        self._pass_model()
+        self._inactive: set[int] = set()
+        self.build_seconds = time.perf_counter() - t0
+        self.x = np.zeros(0)
+        self.row_value = np.zeros(0)
+        self.row_dual = np.zeros(0)
+        self.col_dual = np.zeros(0)
+        log.log(loglevel, "HiGHS model %s: %d rows, %d columns, %d nonzeros (compiled in %.3f s)",
+                model.name, *self.form.shape, self.form.A.nnz, self.build_seconds)
+
+    # ------------------------------------------------------------------ setup
+    def _set_option(self, key: str, val: Any) -> None:
+        try:
+            ok = self.h.setOptionValue(key, val) == highspy.HighsStatus.kOk
+        except TypeError:
+            ok = False
+        if not ok:
+            from fairalloc.errors import ParameterError
+
+            raise ParameterError(f"HiGHS option {key}={val!r} was rejected (unknown option or "
+                                 "wrong type)")
+
+    def _get_option(self, key: str) -> Any:
+        val = self.h.getOptionValue(key)
+        return val[1] if isinstance(val, tuple) else val  # some highspy versions return (status, v)
+
+    def _pass_model(self) -> None:
+        f = self.form
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = f.A.shape[1], f.A.shape[0]
+        lp.col_cost_ = f.c
+        lp.offset_ = f.c0
+        lp.col_lower_, lp.col_upper_ = _inf(f.col_lb), _inf(f.col_ub)
+        lp.row_lower_, lp.row_upper_ = _inf(f.row_lb), _inf(f.row_ub)
+        lp.sense_ = highspy.ObjSense.kMinimize if f.sense == 1 else highspy.ObjSense.kMaximize
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_ = f.A.indptr
+        lp.a_matrix_.index_ = f.A.indices
+        lp.a_matrix_.value_ = f.A.data
+        if f.integer.any():
+            lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+                               for i in f.integer]
+        self.h.passModel(lp)
+
+    @property
+    def is_mip(self) -> bool:
+        return bool(self.form.integer.any())
+
+    # ------------------------------------------------------------------ persistent updates
+    def update(self, variables: bool = True) -> None:
+        """Push the model's current bounds, active flags, new constraints and objective to HiGHS.
+
+        ``variables=False`` skips re-reading variable bounds (when the caller knows only constraints
+        changed: the scan costs ~1 µs per variable).
+        """
+        f = self.form
+        seen = np.zeros(len(f.constraints), bool)
+        new: list[Any] = []
+        lbs, ubs = f.row_lb.copy(), f.row_ub.copy()
+        const = f.row_const
+        for con in self.model.component_data_objects(pyo.Constraint, active=True, descend_into=True):
+            r = f.row_index.get(id(con))
+            if r is None:
+                new.append(con)
+                continue
+            seen[r] = True
+            lbs[r], ubs[r] = row_bounds(con, const[r])
+        lbs[~seen], ubs[~seen] = -INF, INF  # deactivated or deleted rows impose nothing
+        changed = np.flatnonzero((lbs != f.row_lb) | (ubs != f.row_ub))
+        if changed.size:
+            self.h.changeRowsBounds(changed.size, changed.astype(np.int32), _inf(lbs[changed]),
+                                    _inf(ubs[changed]))
+            f.row_lb, f.row_ub = lbs, ubs
+        if new:
+            self._add_rows(new)
+        if variables:
+            b = np.array([col_bounds(v) for v in f.variables], float).reshape(-1, 2)
+            changed = np.flatnonzero((b[:, 0] != f.col_lb) | (b[:, 1] != f.col_ub))
+            if changed.size:
+                self.h.changeColsBounds(changed.size, changed.astype(np.int32),
+                                        _inf(b[changed, 0]), _inf(b[changed, 1]))
+                f.col_lb, f.col_ub = b[:, 0].copy(), b[:, 1].copy()
+        self._update_objective()
+
+    def _add_rows(self, cons: list[Any]) -> None:
+        f = self.form
+        n_before = len(f.variables)
+        rows = []
+        for con in cons:
+            cols: list[int] = []
+            vals: list[float] = []
+            const = linear_terms(con.body, f.columns, cols, vals, f"constraint {con.name}")
+            rows.append((con, cols, vals, const))
+        self._add_new_columns(n_before)
+        for con, cols, vals, const in rows:
+            lo, up = row_bounds(con, const)
+            self.h.addRow(max(lo, -highspy.kHighsInf), min(up, highspy.kHighsInf), len(cols),
+                          np.asarray(cols, np.int32), np.asarray(vals, float))
+            f.row_index[id(con)] = len(f.constraints)
+            f.constraints.append(con)
+            f.row_lb = np.append(f.row_lb, lo)
+            f.row_ub = np.append(f.row_ub, up)
+            f.row_const = np.append(f.row_const, const)
+        log.debug("added %d rows to the HiGHS model", len(cons))
+
+    def _add_new_columns(self, n_before: int) -> None:
+        f = self.form
+        for v in f.variables[n_before:]:
+            lo, up = col_bounds(v)
+            self.h.addCol(0.0, max(lo, -highspy.kHighsInf), min(up, highspy.kHighsInf), 0, [], [])
+            if v.is_integer() or v.is_binary():
+                self.h.changeColIntegrality(len(f.col_lb), highspy.HighsVarType.kInteger)
+            f.col_lb = np.append(f.col_lb, lo)
+            f.col_ub = np.append(f.col_ub, up)
+            f.integer = np.append(f.integer, v.is_integer() or v.is_binary())
+            f.c = np.append(f.c, 0.0)
+
+    def _update_objective(self) -> None:
+        f = self.form
+        obj = active_objective(self.model)
+        n_before = len(f.variables)
+        cols: list[int] = []
+        vals: list[float] = []
+        c0 = linear_terms(obj.expr, f.columns, cols, vals, f"objective {obj.name}")
+        self._add_new_columns(n_before)
+        c = np.zeros(len(f.variables))
+        np.add.at(c, np.asarray(cols, np.int64), np.asarray(vals, float))
+        sense = 1 if obj.sense == pyo.minimize else -1
+        changed = np.flatnonzero(c != f.c)
+        if changed.size:
+            self.h.changeColsCost(changed.size, changed.astype(np.int32), c[changed])
+        if c0 != f.c0:
+            self.h.changeObjectiveOffset(c0)
+        if sense != f.sense:
+            self.h.changeObjectiveSense(highspy.ObjSense.kMinimize if sense == 1
+                                        else highspy.ObjSense.kMaximize)
+        f.c, f.c0, f.sense, f.objective = c, c0, sense, obj
+
+    def update_rows(self, constraints: list[Any]) -> None:
+        """Re-read the coefficients and bounds of existing ``constraints`` (e.g. after a mutable
+        ``Param`` used as a coefficient changed)."""
+        f = self.form
+        for con in constraints:
+            r = f.row_index[id(con)]
+            n_before = len(f.variables)
+            cols: list[int] = []
+            vals: list[float] = []
+            const = linear_terms(con.body, f.columns, cols, vals, f"constraint {con.name}")
+            self._add_new_columns(n_before)
+            new = dict(zip(cols, vals))
+            old = f.A[[r], :].tocoo() if r < f.A.shape[0] else None
+            for j in ([] if old is None else old.col):
+                if int(j) not in new:
+                    self.h.changeCoeff(r, int(j), 0.0)
+            for j, v in new.items():
+                self.h.changeCoeff(r, j, v)
+            f.row_const[r] = const
+            lo, up = row_bounds(con, const)
+            self.h.changeRowBounds(r, max(lo, -highspy.kHighsInf), min(up, highspy.kHighsInf))
+            f.row_lb[r], f.row_ub[r] = lo, up
+        self._sync_matrix()
+
+    def _sync_matrix(self) -> None:
+        """Refresh the cached matrix from HiGHS (needed for KKT residuals after coefficient edits)."""
+        import scipy.sparse as sp
+
+        lp = self.h.getLp()
+        m = lp.a_matrix_
+        shape = (lp.num_row_, lp.num_col_)
+        if m.format_ == highspy.MatrixFormat.kColwise:
+            A = sp.csc_array((np.asarray(m.value_), np.asarray(m.index_), np.asarray(m.start_)), shape)
+        else:
+            A = sp.csr_array((np.asarray(m.value_), np.asarray(m.index_), np.asarray(m.start_)), shape)
+        self.form.A = sp.csr_array(A)
+
+    # ------------------------------------------------------------------ solve
+    def solve(self, time_limit: float | None = None, options: dict[str, Any] | None = None,
+              kkt: bool = True) -> SolveOutcome:
+        """Solve, load the point into the Pyomo variables, keep the multipliers, report a status."""
+        self._set_option("time_limit", float(time_limit) if time_limit is not None else INF)
+        options = dict(options or {})
+        if (self.algorithm == "choose" and self.solves == 0 and "solver" not in options
+                and self.form.shape[1] >= IPM_FIRST_ABOVE and not self.is_mip):
+            # a cold max-min LP is highly degenerate: dual simplex can stall for minutes where IPM
+            # (with crossover, so a basis remains) takes seconds; warm re-solves use simplex again
+            options["solver"] = "ipm"
+        self.solves += 1
+        saved = {k: self._get_option(k) for k in options}
+        for k, v in options.items():  # options given here hold for this solve only
+            self._set_option(k, v)
+        t0 = time.perf_counter()
+        try:
+            self._run()
+        finally:
+            for k, v in saved.items():
+                self._set_option(k, v)
+        solve_s = time.perf_counter() - t0
+        ms = self.h.getModelStatus()
+        message = self.h.modelStatusToString(ms)
+        status = _STATUS.get(ms, Status.ERROR)
+        info = self.h.getInfo()
+        iters = max(0, info.simplex_iteration_count) + max(0, info.ipm_iteration_count) + max(
+            0, info.crossover_iteration_count) + max(0, info.pdlp_iteration_count)
+        if self.is_mip:
+            iters = max(0, int(info.mip_node_count))
+        t1 = time.perf_counter()
+        sol = self.h.getSolution()
+        has_point = bool(sol.value_valid) and status in (Status.OPTIMAL, Status.TIME_LIMIT,
+                                                         Status.ITERATION_LIMIT)
+        out = SolveOutcome(status=status, solver=f"highs-{self.algorithm}" if self.algorithm !=
+                           "choose" else "highs", message=message, iterations=int(iters),
+                           solve_seconds=solve_s, extra={"has_point": has_point})
+        if has_point:
+            self.x = np.asarray(sol.col_value, float)
+            self.row_value = np.asarray(sol.row_value, float)
+            for v, val in zip(self.form.variables, self.x):
+                if not v.fixed:
+                    v.set_value(float(val), skip_validation=True)
+            out.objective = float(info.objective_function_value)
+            if sol.dual_valid:
+                self.row_dual = np.asarray(sol.row_dual, float)
+                self.col_dual = np.asarray(sol.col_dual, float)
+                if kkt and not self.is_mip:
+                    out.kkt = self.kkt()
+        out.load_seconds = time.perf_counter() - t1
+        if status is not Status.OPTIMAL:
+            log.info("HiGHS stopped: %s", message)
+        return out
+
+    def _run(self) -> None:
+        self.h.run()
+        if self.h.getModelStatus() == MS.kUnboundedOrInfeasible:  # decide which: no guessed status
+            presolve = self._get_option("presolve")
+            self.h.setOptionValue("presolve", "off")
+            try:
+                self.h.run()
+            finally:
+                self.h.setOptionValue("presolve", presolve)
+
+    def kkt(self) -> dict[str, float]:
+        """KKT residuals of the last solution from the compiled arrays and HiGHS's multipliers."""
+        f = self.form
+        if f.A.shape != (len(self.row_dual), len(self.x)):
+            self._sync_matrix()
+        return kkt_residuals(f.c, f.A, self.row_value, f.row_lb, f.row_ub, self.x, f.col_lb,
+                             f.col_ub, self.row_dual, self.col_dual, f.sense)
+
+    # ------------------------------------------------------------------ multipliers
+    def dual(self, con: Any) -> float:
+        """``d(objective*)/d(bound)`` of a constraint at the last solve."""
+        return float(self.row_dual[self.form.row_index[id(con)]])
+
+    def duals(self, cons: Any) -> np.ndarray:
+        idx = self.form.row_index
+        return self.row_dual[[idx[id(c)] for c in cons]]
+
+    def reduced_cost(self, var: Any) -> float:
+        return float(self.col_dual[self.form.columns.index[id(var)]])
+
+    def values(self, variables: Any) -> np.ndarray:
+        """Values of ``variables`` from the last solve (faster than reading ``.value`` one by one)."""
+        idx = self.form.columns.index
+        return np.array([self.x[idx[id(v)]] if id(v) in idx else (v.value or 0.0)
+                         for v in variables], float)
+
+    def load_suffixes(self) -> None:
+        """Copy multipliers into ``model.dual`` / ``model.rc`` (created as IMPORT suffixes)."""
+        m = self.model
+        for name, arr, comps in (("dual", self.row_dual, self.form.constraints),
+                                 ("rc", self.col_dual, self.form.variables)):
+            suf = getattr(m, name, None)
+            if suf is None:
+                suf = pyo.Suffix(direction=pyo.Suffix.IMPORT)
+                m.add_component(name, suf)
+            suf.clear()
+            for comp, val in zip(comps, arr):
+                suf[comp] = float(val)

@@ -1,0 +1,99 @@
+"""Solvers reached through Pyomo's own (new, ``pyomo.contrib.solver``) interfaces.
+
+``pyomo-highs`` is Pyomo's persistent HiGHS interface: the benchmark compares it with
+:class:`~fairalloc.solvers.highs.HighsBridge` on the same models. ``scip`` is SCIP through
+``scip_direct`` (pyscipopt): LPs, MILPs and NLPs to global optimality, useful as an independent oracle;
+it returns no multipliers, so its outcomes carry no KKT residuals.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo  # noqa: F401  (registers Pyomo's solver plugins)
+
+from fairalloc.errors import SolverUnavailableError
+from fairalloc.solvers.outcome import SolveOutcome
+from fairalloc.status import Status
+
+__all__ = ["PyomoSolver"]
+
+log = logging.getLogger(__name__)
+
+_TC = {
+    "convergenceCriteriaSatisfied": Status.OPTIMAL,
+    "emptyModel": Status.OPTIMAL,
+    "maxTimeLimit": Status.TIME_LIMIT,
+    "iterationLimit": Status.ITERATION_LIMIT,
+    "provenInfeasible": Status.INFEASIBLE,
+    "locallyInfeasible": Status.INFEASIBLE,
+}
+
+
+class PyomoSolver:
+    """A model held by one of Pyomo's new-interface solvers (persistent where the solver is)."""
+
+    def __init__(self, model: Any, factory_name: str, name: str,
+                 options: dict[str, Any] | None = None) -> None:
+        from pyomo.contrib.solver.common.factory import SolverFactory
+
+        self.model = model
+        self.name = name
+        self.opt = SolverFactory(factory_name)
+        if self.opt is None or not self.opt.available():
+            raise SolverUnavailableError(f"solver {name!r} is not available (Pyomo '{factory_name}')")
+        self.options = dict(options or {})
+        self.build_seconds = 0.0
+        self._duals: dict[Any, float] | None = None
+
+    def update(self, variables: bool = True) -> None:
+        """Nothing to do: Pyomo's persistent interfaces detect model changes themselves."""
+
+    def solve(self, time_limit: float | None = None, options: dict[str, Any] | None = None,
+              kkt: bool = True, warm_start: bool = True) -> SolveOutcome:
+        kwargs: dict[str, Any] = {"load_solutions": False, "raise_exception_on_nonoptimal_result": False}
+        if time_limit is not None:
+            kwargs["time_limit"] = float(time_limit)
+        opts = {**self.options, **(options or {})}
+        if opts:
+            kwargs["solver_options"] = opts
+        t0 = time.perf_counter()
+        res = self.opt.solve(self.model, **kwargs)
+        wall = time.perf_counter() - t0
+        tc = str(res.termination_condition).split(".")[-1]
+        status = _TC.get(tc, Status.ERROR)
+        sol = str(res.solution_status).split(".")[-1]
+        has_point = sol in ("feasible", "optimal") and status is not Status.INFEASIBLE
+        if status is Status.OPTIMAL and sol != "optimal":
+            status = Status.ERROR
+        timing = getattr(res, "timing_info", None)
+        solve_s = getattr(timing, "solver_wall_time", None) or wall
+        out = SolveOutcome(status=status, solver=self.name, message=f"{tc} ({sol})",
+                           iterations=int(getattr(res, "iteration_count", 0) or 0),
+                           build_seconds=max(0.0, wall - solve_s), solve_seconds=solve_s,
+                           extra={"has_point": has_point})
+        self._duals = None
+        if has_point:
+            t1 = time.perf_counter()
+            res.solution_loader.load_vars()
+            out.objective = res.incumbent_objective
+            try:
+                self._duals = res.solution_loader.get_duals()
+                rcs = res.solution_loader.get_reduced_costs()
+            except (NotImplementedError, AttributeError, RuntimeError):
+                self._duals = None
+            if kkt and self._duals is not None:
+                from fairalloc.solvers.kkt import model_kkt
+
+                out.kkt = model_kkt(self.model, self._duals, rcs)
+            out.load_seconds = time.perf_counter() - t1
+        return out
+
+    def duals(self, cons: list[Any]) -> np.ndarray | None:
+        """Constraint multipliers of the last solve, or ``None`` if the solver gives none."""
+        if self._duals is None:
+            return None
+        return np.array([self._duals.get(c, 0.0) for c in cons], float)

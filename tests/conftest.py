@@ -1,0 +1,30 @@
+"""Shared fixtures: the SPEC §4 example files and a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def examples() -> Path:
+    return EXAMPLES
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``python -m fairalloc ARGS`` in a subprocess, as a user would."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "fairalloc", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=timeout, env=env)
+
+
+@pytest.fixture
+def cli():
+    return run_cli

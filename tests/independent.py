@@ -1,0 +1,87 @@
+"""Independent reference computations for the tests: χ as dense matrices and progressive filling by
+scipy's ``linprog`` with one probe LP per user. Nothing here imports fairalloc's models or solve layer,
+so agreement is evidence, not the code compared with itself."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import linprog
+
+
+def chi(inst):
+    """``A_ub x ≤ b_ub`` and bounds for x flattened row-major (user n, server i) -> n*K + i."""
+    N, K = inst.n_users, inst.n_servers
+    if inst.rates is not None:
+        can = inst.eligible & (inst.rates > 0)
+    else:
+        can = np.array([[inst.eligible[n, i] and all(inst.capacity[i, r] > 0
+                                                       for r in range(len(inst.resources))
+                                                       if inst.demand[n, r] > 0)
+                         for i in range(K)] for n in range(N)])
+    rows, rhs = [], []
+    if inst.rates is not None:
+        for i in range(K):
+            a = np.zeros((N, K))
+            for n in range(N):
+                if can[n, i]:
+                    a[n, i] = 1.0 / inst.rates[n, i]
+            rows.append(a.ravel())
+            rhs.append(1.0)
+    else:
+        for i in range(K):
+            for r in range(len(inst.resources)):
+                a = np.zeros((N, K))
+                a[:, i] = inst.demand[:, r]
+                rows.append(a.ravel())
+                rhs.append(inst.capacity[i, r])
+    for e in range(len(inst.external)):
+        a = np.zeros((N, K))
+        for i in range(K):
+            if inst.external_scope[e, i]:
+                a[:, i] = inst.external_demand[:, e]
+        rows.append(a.ravel())
+        rhs.append(inst.external_capacity[e])
+    for n in range(N):
+        if np.isfinite(inst.tasks[n]):
+            a = np.zeros((N, K))
+            a[n, :] = 1
+            rows.append(a.ravel())
+            rhs.append(inst.tasks[n])
+    bounds = [(0, None if can[n, i] else 0) for n in range(N) for i in range(K)]
+    return np.array(rows), np.array(rhs), bounds
+
+
+def leximin(inst, coef, tol=1e-9):
+    """Lexicographic max-min of ``coef[n]·X[n]`` over χ; returns X. Variables: x (N·K) then t."""
+    A, b, bounds = chi(inst)
+    N, K = inst.n_users, inst.n_servers
+    nx = N * K
+    S = np.zeros((N, nx))
+    for n in range(N):
+        S[n, n * K:(n + 1) * K] = coef[n]
+    A0 = np.hstack([A, np.zeros((len(A), 1))])
+    level = np.full(N, np.nan)
+    while np.isnan(level).any():
+        act = np.isnan(level)
+        # max t: coef X_n >= t (active), >= level_n (frozen)
+        G = [np.append(-S[n], 1.0 if act[n] else 0.0) for n in range(N)]
+        h = [0.0 if act[n] else -level[n] * (1 - tol) for n in range(N)]
+        c = np.zeros(nx + 1)
+        c[-1] = -1
+        res = linprog(c, A_ub=np.vstack([A0, G]), b_ub=np.concatenate([b, h]),
+                      bounds=[*bounds, (None, None)], method="highs")
+        assert res.status == 0, res.message
+        t = -res.fun
+        froze = False
+        for n in np.flatnonzero(act):
+            # can n rise above t while the other active users keep t?
+            G2 = [-S[m] for m in range(N)]
+            h2 = [-(t if act[m] else level[m]) * (1 - tol) for m in range(N)]
+            res2 = linprog(-S[n], A_ub=np.vstack([A, G2]), b_ub=np.concatenate([b, h2]),
+                           bounds=bounds, method="highs")
+            assert res2.status == 0, res2.message
+            if -res2.fun <= t + 1e-7 * max(1, abs(t)):
+                level[n] = t
+                froze = True
+        assert froze
+    return level / np.asarray(coef)
