@@ -3,7 +3,7 @@
 >>> from fairalloc import solve, Instance
 >>> inst = Instance.from_arrays(capacity=[[9, 18]], demand=[[1, 4], [3, 1]])
 >>> r = solve(inst, "drf")
->>> r.status.value, [round(t, 6) for t in r.tasks]
+>>> r.status.value, r.tasks.round(6).tolist()
 ('optimal', [3.0, 2.0])
 """
 
