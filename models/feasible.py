@@ -128,3 +128,26 @@ def allocation(chi: pyo.Block, inst: Instance, values: np.ndarray | None = None)
     if len(chi.pairs):
         x[chi.pairs[:, 0], chi.pairs[:, 1]] = np.maximum(values, 0.0)
     return x
+
+
+def uniform_split(inst: Instance) -> np.ndarray:
+    """The weighted equal split: user ``n`` gets the share ``w_n = φ_n/Σφ`` of every server and of
+    every external resource, and runs ``x[n,i] = w_n·γ[n,i]·f_n`` where ``f_n ≤ 1`` scales the user down
+    to its share of the external resources and to its task limit ([APF] (41); [TSFER] Def. 6).
+
+    Feasible, and strictly positive on every runnable pair: the starting point for the NLPs, whose
+    objectives are unbounded at ``X = 0``.
+    """
+    w = inst.weight / inst.weight.sum()
+    g = inst.gamma
+    f = np.ones(inst.n_users)
+    for e in range(len(inst.external)):
+        use = (g * inst.external_scope[e][None, :]).sum(axis=1) * inst.external_demand[:, e]
+        with np.errstate(divide="ignore"):
+            f = np.minimum(f, np.where(use > 0, inst.external_capacity[e] / np.where(use > 0, use, 1),
+                                       np.inf))
+    x = (w * f)[:, None] * g
+    X = x.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cap = np.where(X > inst.tasks, inst.tasks / X, 1.0)
+    return x * cap[:, None]
