@@ -16,8 +16,9 @@ import pandas as pd
 from fairalloc.instance import Instance
 from fairalloc.result import Result, ResultError
 from fairalloc.verify.feasibility import feasibility, usage
+from fairalloc.verify.psdsf import psdsf_certificate
 
-__all__ = ["Report", "allocation_for", "feasibility", "usage", "verify"]
+__all__ = ["Report", "allocation_for", "feasibility", "psdsf_certificate", "usage", "verify"]
 
 
 @dataclass

@@ -1,0 +1,68 @@
+r"""The PS-DSF certificate ([PSDSF] Def. 3, Thm 1).
+
+A feasible allocation is PS-DSF iff every user has a *bottleneck resource* at every eligible server:
+a resource ``r`` with ``d[n,r] > 0`` that is saturated at ``i`` (``Σ_m x[m,i] d[m,r] = c[i,r]``) and on
+which no user with a positive allocation has a larger weighted virtual dominant share:
+
+.. math::
+
+    \frac{s_{n,i}}{\phi_n} \ge \frac{s_{m,i}}{\phi_m} \quad \forall m:\ x_{m,i} d_{m,r} > 0,
+    \qquad s_{n,i} = X_n / \gamma_{n,i} \quad \text{([PSDSF] (12)–(13))}.
+
+On the time-shared form each server has one resource, its time: saturated when
+``Σ_m x[m,i]/γ[m,i] = 1``, demanded by every user that can run there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fairalloc.instance import Instance
+
+__all__ = ["psdsf_certificate"]
+
+
+def psdsf_certificate(inst: Instance, x: np.ndarray, tol: float = 1e-6) -> dict[str, Any]:
+    """Check [PSDSF] Thm 1 on ``x``; name every (user, server) pair without a bottleneck resource.
+
+    ``tol`` is relative: a resource is saturated when its usage is within ``tol·max(1, c)`` of its
+    capacity, and VDS comparisons allow ``tol·max(1, s)``; allocations below ``tol·max(1, max x)`` count
+    as zero. Returns ``holds``, ``failures`` (list of ``{user, server, reason}``) and, for every pair
+    that passes, its ``bottleneck`` resource.
+    """
+    x = np.asarray(x, float)
+    vds = inst.vds(x, weighted=True)
+    pos = x > tol * max(1.0, float(np.abs(x).max(initial=0.0)))
+    if inst.time_shared:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            used = np.where(inst.gamma > 0, x / np.where(inst.gamma > 0, inst.gamma, 1), 0.0).sum(0)
+        demand = inst.runnable[:, :, None].astype(float)  # (N, K, 1): time, for runnable users
+        usage, cap, names = used[:, None], np.ones((inst.n_servers, 1)), ("time",)
+    else:
+        demand = np.broadcast_to(inst.demand[:, None, :], (inst.n_users, inst.n_servers,
+                                                          len(inst.resources)))
+        usage, cap, names = x.T @ inst.demand, inst.capacity, inst.resources
+    saturated = usage >= cap - tol * np.maximum(1.0, cap)  # (K, R)
+    failures: list[dict[str, str]] = []
+    bottleneck: dict[str, dict[str, str]] = {}
+    for n, i in np.argwhere(inst.runnable):
+        found = None
+        for r in range(len(names)):
+            if demand[n, i, r] <= 0 or not saturated[i, r]:
+                continue
+            rivals = pos[:, i] & (demand[:, i, r] > 0)
+            worst = vds[rivals, i].max(initial=-np.inf)
+            if vds[n, i] >= worst - tol * max(1.0, abs(worst)):
+                found = names[r]
+                break
+        user, server = inst.users[n], inst.servers[i]
+        if found is None:
+            sat = [names[r] for r in range(len(names)) if demand[n, i, r] > 0 and saturated[i, r]]
+            reason = ("no saturated resource it demands" if not sat else
+                      f"a user with a larger weighted VDS holds each saturated resource ({', '.join(sat)})")
+            failures.append({"user": user, "server": server, "reason": reason})
+        else:
+            bottleneck.setdefault(user, {})[server] = found
+    return {"holds": not failures, "failures": failures, "bottleneck": bottleneck}
