@@ -85,3 +85,73 @@ def leximin(inst, coef, tol=1e-9):
                 froze = True
         assert froze
     return level / np.asarray(coef)
+
+
+# ---------------------------------------------------------------------- TSF-ER family (additive)
+def _no_limits(inst):
+    return inst.replace(tasks=np.full(inst.n_users, np.inf))
+
+
+def _totals_matrix(N, K):
+    S = np.zeros((N, N * K))
+    for n in range(N):
+        S[n, n * K:(n + 1) * K] = 1.0
+    return S
+
+
+def eta(inst):
+    """η[n]: max X[n] over χ without task limits and with every other user absent (one LP each)."""
+    A, b, bounds = chi(_no_limits(inst))
+    N, K = inst.n_users, inst.n_servers
+    out = np.zeros(N)
+    for n in range(N):
+        bn = [bd if k // K == n else (0, 0) for k, bd in enumerate(bounds)]
+        c = np.zeros(N * K)
+        c[n * K:(n + 1) * K] = -1
+        res = linprog(c, A_ub=A, b_ub=b, bounds=bn, method="highs")
+        assert res.status == 0, res.message
+        out[n] = -res.fun
+    return out
+
+
+def pareto_improvement(inst, X):
+    """LP ``max Σ Y[n]`` over χ with ``Y[n] ≥ X[n]``: returns (Y, y, factor ΣY/ΣX)."""
+    A, b, bounds = chi(inst)
+    N, K = inst.n_users, inst.n_servers
+    S = _totals_matrix(N, K)
+    res = linprog(-np.ones(N * K), A_ub=np.vstack([A, -S]), b_ub=np.concatenate([b, -np.asarray(X)]),
+                  bounds=bounds, method="highs")
+    assert res.status == 0, res.message
+    Y = S @ res.x
+    return Y, res.x.reshape(N, K), Y.sum() / np.sum(X)
+
+
+def algorithm1(inst, coef, tol=1e-9):
+    """[TSFER] Algorithm 1 as printed, on shares ``coef[n]·X[n]``: LP (8) with equality rows for the
+    active users and ``X = T`` for the saturated ones; returns X."""
+    A, b, bounds = chi(_no_limits(inst))
+    N, K = inst.n_users, inst.n_servers
+    S = _totals_matrix(N, K)
+    T = inst.tasks
+    active, sat = list(range(N)), []
+    while True:
+        Aeq, beq = [], []
+        for n in active:  # coef X_n - g = 0
+            Aeq.append(np.append(coef[n] * S[n], -1.0))
+            beq.append(0.0)
+        for n in sat:
+            Aeq.append(np.append(S[n], 0.0))
+            beq.append(T[n])
+        c = np.zeros(N * K + 1)
+        c[-1] = -1.0
+        gb = (None, None) if active else (0, 0)
+        res = linprog(c, A_ub=np.hstack([A, np.zeros((len(A), 1))]), b_ub=b, A_eq=np.array(Aeq),
+                      b_eq=np.array(beq), bounds=[*bounds, gb], method="highs")
+        assert res.status == 0, res.message
+        X = S @ res.x[:-1]
+        Q = [n for n in active if np.isfinite(T[n]) and X[n] >= T[n] * (1 - tol)]
+        if not Q:
+            return X
+        active = [n for n in active if n not in Q]
+        sat += Q
+
