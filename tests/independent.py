@@ -155,3 +155,51 @@ def algorithm1(inst, coef, tol=1e-9):
         active = [n for n in active if n not in Q]
         sat += Q
 
+
+def envy_mu(inst):
+    """μ[n,m] = min over resources n demands (server and external) of d[m,r]/d[n,r]."""
+    d = np.hstack([inst.demand, inst.external_demand])
+    N = inst.n_users
+    mu = np.ones((N, N))
+    for n in range(N):
+        for m in range(N):
+            mu[n, m] = min(d[m, r] / d[n, r] for r in range(d.shape[1]) if d[n, r] > 0)
+    return mu
+
+
+def cru_bruteforce(inst):
+    """CRU with task limits by enumeration: for every set Z of users with finite limits, Z at their
+    limit with their EF rows dropped, one LP; the best objective wins. Returns (objective, X)."""
+    from itertools import combinations
+
+    A, b, bounds = chi(inst)
+    N, K = inst.n_users, inst.n_servers
+    S = _totals_matrix(N, K)
+    et = eta(inst)
+    w = inst.weight / inst.weight.sum()
+    psi = np.minimum(w * et, inst.tasks)  # [TSFER] Def. 6 with weights: η on capacities scaled by w
+    mu = envy_mu(inst)
+    finite = [n for n in range(N) if np.isfinite(inst.tasks[n])]
+    best = (-np.inf, None)
+    for k in range(len(finite) + 1):
+        for Z in combinations(finite, k):
+            G, h = [A, -S], [b, -psi]  # χ, SI
+            for n in range(N):
+                if n in Z:
+                    G.append(-S[n:n + 1])
+                    h.append([-inst.tasks[n]])
+                    continue
+                for m in range(N):
+                    if m == n or mu[n, m] <= 0:
+                        continue
+                    row = np.zeros(N * K)
+                    for i in range(K):
+                        if inst.eligible[n, i]:
+                            row[m * K + i] = mu[n, m] * inst.weight[n] / inst.weight[m]
+                    G.append((row - S[n])[None, :])
+                    h.append([0.0])
+            res = linprog(-(S.T @ (1 / et)), A_ub=np.vstack(G), b_ub=np.concatenate(h),
+                          bounds=bounds, method="highs")
+            if res.status == 0 and -res.fun > best[0]:
+                best = (-res.fun, S @ res.x)
+    return best

@@ -1,0 +1,139 @@
+r"""CRU — Cautious Relative Utilitarian allocation ([TSFER] §3.1, Thm 1).
+
+Relative utilitarian welfare restricted to envy-free, sharing-incentive allocations:
+
+.. math::
+
+    \max_{x \in \chi}\ \sum_n \frac{X_n}{\eta_n}
+    \quad\text{s.t.}\quad
+    \mu_{n,m}\,\frac{\phi_n}{\phi_m} \sum_{i:\,\delta_{n,i}=1} x_{m,i} \le X_n \ \ \forall n \ne m
+    \ \text{(EF)}, \qquad X_n \ge \psi_n \ \ \forall n \ \text{(SI)},
+
+with ``μ[n,m] = min_{r ∈ R∪E: d[n,r]>0} d[m,r]/d[n,r]`` (the tasks ``n`` runs per task of ``m``'s
+bundle, [TSFER] Lemma 2; ``n`` can only use what ``m`` holds on servers where ``n`` may run) and
+``ψ[n]`` the [TSFER] Def. 6 threshold with weights (:meth:`Instance.si_threshold` ``"tsfer"``). The paper
+writes the objective ``Σ X/n_j``, which vanishes for unlimited tasks; SPEC §2 fixes it to ``Σ X/η``.
+Rows with ``μ = 0`` are void and not written.
+
+**Task limits.** A user that reaches ``T[n]`` envies nobody (its utility is capped at ``T[n]``), so the
+EF rows above are too strong for it and the LP can be infeasible (two identical users on one server,
+``T = (1, ∞)``: SI gives ``X_2 ≥ 5``, EF of user 1 gives ``X_2 ≤ X_1 ≤ 1``). ``form="milp"`` is the exact
+model: a binary ``z[n]`` per user with a finite limit marks "``n`` reaches ``T[n]``",
+
+.. math::
+
+    X_n \ge T_n z_n, \qquad
+    \mu_{n,m}\frac{\phi_n}{\phi_m}\sum_{i:\,\delta_{n,i}=1} x_{m,i} \le X_n + M_{n,m} z_n,
+    \qquad M_{n,m} = \mu_{n,m}\frac{\phi_n}{\phi_m}\min(T_m, \eta_m),
+
+where ``M`` bounds the left-hand side on χ (``Σ_i x[m,i] ≤ min(T_m, η_m)``). "``n`` envies no ``m``"
+is "``X_n ≥ T_n`` or every EF row of ``n`` holds", so one binary per user is exact. HiGHS solves it
+with a relative gap of 1e-9. ``form="auto"`` (the default) runs the LP without finite limits and the
+MILP with them; the result says which form ran (``details.form``).
+
+Golden numbers (SPEC §4.4, [TSFER] Fig. 2): ``x[u1,s2] = x[u2,s1] = 5``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pyo
+from pyomo.core.expr.numeric_expr import LinearExpression
+
+from fairalloc.instance import Instance
+from fairalloc.models.feasible import allocation, feasible_set
+from fairalloc.registry import Param, Solution, choice, mechanism
+from fairalloc.solvers import Session
+from fairalloc.status import Status
+
+__all__ = ["build", "envy_coefficients", "solve"]
+
+MILP_OPTIONS = {"mip_rel_gap": 1e-9, "mip_abs_gap": 1e-12}  # HiGHS: exact, not its default 1e-4
+
+
+def envy_coefficients(inst: Instance) -> np.ndarray:
+    """``μ[n,m] = min_{r∈R∪E: d[n,r]>0} d[m,r]/d[n,r]`` (N×N; the diagonal is 1)."""
+    inst.require_demands("cru")
+    d = inst.all_demand
+    dn = d[:, None, :]  # (n, 1, r)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(dn > 0, d[None, :, :] / np.where(dn > 0, dn, 1.0), np.inf)
+    return ratio.min(axis=2)
+
+
+def _form(inst: Instance, form: str) -> str:
+    if form == "auto":
+        return "milp" if inst.has_task_limits else "lp"
+    return form
+
+
+def build(inst: Instance, form: str = "auto") -> pyo.ConcreteModel:
+    """χ, the EF and SI rows and ``max Σ X/η``; with ``form="milp"`` also ``z`` and the big-M rows."""
+    inst.require_demands("cru")
+    form = _form(inst, form)
+    U = inst.users
+    m = pyo.ConcreteModel(name=f"cru[{inst.name}]")
+    m.chi = feasible_set(inst)
+    chi = m.chi
+    eta, phi, T = inst.eta, inst.weight, inst.tasks
+    psi = inst.si_threshold("tsfer")
+    m.objective = pyo.Objective(expr=sum(chi.X[U[n]] / float(eta[n]) for n in range(inst.n_users)),
+                                sense=pyo.maximize)
+    m.sharing_incentive = pyo.Constraint(chi.N, rule=lambda m, u: chi.X[u] >= float(
+        psi[U.index(u)]), doc="X[n] >= psi[n] ([TSFER] Def. 6, weighted, eligible servers)")
+
+    mu = envy_coefficients(inst)
+    xs = list(chi.x.values())
+    pairs = chi.pairs
+    reach = [n for n in range(inst.n_users) if form == "milp" and np.isfinite(T[n])]
+    if reach:
+        m.z = pyo.Var([U[n] for n in reach], domain=pyo.Binary, doc="1: user n reaches T[n]")
+        m.reach = pyo.Constraint([U[n] for n in reach],
+                                 rule=lambda m, u: chi.X[u] >= float(T[U.index(u)]) * m.z[u])
+    rows = {}
+    for n in range(inst.n_users):
+        for k in range(inst.n_users):
+            if k == n or mu[n, k] <= 0:
+                continue
+            sel = np.flatnonzero((pairs[:, 0] == k) & inst.eligible[n, pairs[:, 1]])
+            if not sel.size:
+                continue
+            a = float(mu[n, k] * phi[n] / phi[k])
+            lhs = LinearExpression(constant=0.0, linear_coefs=[a] * sel.size,
+                                   linear_vars=[xs[j] for j in sel])
+            rhs = chi.X[U[n]]
+            if n in reach:
+                rhs = rhs + a * float(min(T[k], eta[k])) * m.z[U[n]]
+            rows[U[n], U[k]] = lhs <= rhs
+    m.envy_free = pyo.Constraint(list(rows), rule=lambda m, n, k: rows[n, k],
+                                 doc="user n values m's bundle (on n's servers) at most X[n]")
+    return m
+
+
+@mechanism("cru", problem="lp", build=build, reference="[TSFER] §3.1, Thm 1",
+           summary="max Σ X/η over χ with EF and SI rows (one LP; exact MILP with task limits)",
+           params=[Param("form", choice("auto", "lp", "milp"), "auto",
+                         "auto: the LP without finite task limits, the exact MILP with them; lp: "
+                         "the paper's LP (may be infeasible with limits); milp: always the MILP")])
+def solve(inst: Instance, session: Session, form: str = "auto") -> Solution:
+    ran = _form(inst, form)
+    m = build(inst, ran)
+    problem = ran = "milp" if hasattr(m, "z") else "lp"  # milp without finite limits is the LP
+    options = MILP_OPTIONS if problem == "milp" and "highs" in session.solver_for(problem).name \
+        else None
+    out = session.run(session.open(m, problem, options))
+    x = allocation(m.chi, inst) if out.has_point else np.zeros((inst.n_users, inst.n_servers))
+    message = "" if out.ok else out.message
+    if out.status is Status.INFEASIBLE and ran == "lp" and inst.has_task_limits:
+        message = ("the paper's CRU LP is infeasible with these task limits (a user at its limit "
+                   "envies nobody, which the LP's EF rows ignore); form=milp (the default 'auto') "
+                   "solves the exact model")
+    U = inst.users
+    details = {"form": ran, "objective": out.objective, "eta": dict(zip(U, inst.eta)),
+               "si_threshold": dict(zip(U, inst.si_threshold("tsfer"))),
+               "envy_rows": len(m.envy_free)}
+    if hasattr(m, "z") and out.has_point:
+        details["reached_limit"] = [u for u in m.z if (m.z[u].value or 0) > 0.5]
+    if out.kkt is not None:
+        details["kkt"] = out.kkt
+    return Solution(x, out.status, message, details=details)
