@@ -88,7 +88,7 @@ def build_lp_taskshare(inst: Instance, coeff: np.ndarray, name: str = "tsf-er") 
                                  doc="(8e): a saturated user gets exactly its task limit")
     m.saturated.deactivate()
     m.active_share = pyo.Constraint(m.chi.N, rule=lambda m, n: m.share[n] - m.g == 0,
-                              doc="(8f): every active user has share g")
+                                    doc="(8f): every active user has share g")
     m.objective = pyo.Objective(expr=m.g, sense=pyo.maximize)
     return m
 
@@ -162,7 +162,8 @@ def _algorithm1(inst: Instance, session: Session, coeff: np.ndarray, label: str)
         x = allocation(m.chi, inst)
         X = x.sum(axis=1)
         g = float(pyo.value(m.g)) if active else None
-        Q = [n for n in active if _reached(X[n:n + 1], T[n:n + 1])[0]]  # lines 6-8
+        hit = _reached(X, T)
+        Q = [n for n in active if hit[n]]  # lines 6-8
         out.iterations.append({"iteration": out.lps, "level": g, "active": [U[n] for n in active],
                                "saturated": [U[n] for n in saturated],
                                "newly_saturated": [U[n] for n in Q]})
@@ -188,6 +189,7 @@ def _leximin(inst: Instance, session: Session, coeff: np.ndarray, label: str) ->
     mm = progressive_filling(m, session, m.share)
     x = allocation(m.chi, inst)
     U = inst.users
+    pos = {u: n for n, u in enumerate(U)}
     # a user frozen at level ℓ was stopped by its limit when ℓ = coeff·T (its floor row keeps it a
     # hair below ℓ, so compare the level, not X, with the limit)
     level = np.array([mm.levels.get(u, np.inf) for u in U])
@@ -197,8 +199,8 @@ def _leximin(inst: Instance, session: Session, coeff: np.ndarray, label: str) ->
     saturated: list[str] = []
     for k, rd in enumerate(mm.rounds, 1):
         frozen = rd["frozen"]
-        newly = [n for n in frozen if reached[U.index(n)]]
-        blocked = [n for n in frozen if not reached[U.index(n)]]
+        newly = [n for n in frozen if reached[pos[n]]]
+        blocked = [n for n in frozen if not reached[pos[n]]]
         out.iterations.append({"iteration": k, "level": rd["level"],
                                "active": [n for n in U if n not in done],
                                "saturated": list(saturated), "newly_saturated": newly,

@@ -239,3 +239,10 @@ def test_cli_tsfer_paper(cli, examples):
     out = json.loads(p.stdout)
     assert out["tasks"]["u1"] == pytest.approx(30 / 7) and out["details"]["lps"] == 1
     assert "Algorithm 1, LP 1" in p.stderr
+
+
+@pytest.mark.parametrize("mech,params", [("tsf-er", {"variant": "paper"}), ("tsf-er", {}),
+                                         ("cru", {}), ("tsf-alpha", {"alpha": "cpu"})])
+def test_a_stopped_solver_is_a_status_not_a_number(examples, mech, params):
+    r = solve(examples / "tsfer-fig2.yaml", mech, time_limit=1e-9, **params)
+    assert r.status.value == "time_limit" and not r.ok
