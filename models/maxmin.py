@@ -68,6 +68,12 @@ class MaxMinOutcome:
         return sum(r["lps"] for r in self.rounds)
 
 
+def names(users: list[Any], limit: int = 8) -> str:
+    """A short list of user names for the log: the first few, then how many more."""
+    shown = ", ".join(map(str, users[:limit]))
+    return shown + (f" … ({len(users) - limit} more)" if len(users) > limit else "")
+
+
 def _duals(handle: Any, cons: list[Any]) -> np.ndarray | None:
     fn = getattr(handle, "duals", None)
     return None if fn is None else fn(cons)
@@ -114,7 +120,7 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
         active = [n for n in active if n not in set(blocked)]
         rounds.append({"level": t, "frozen": [str(n) for n in blocked], "lps": lps, "by": how})
         log.info("progressive filling round %d: level %.10g; frozen %s (%s); %d still active",
-                 len(rounds), t, ", ".join(map(str, blocked)), how, len(active))
+                 len(rounds), t, names(blocked), how, len(active))
         if active:
             handle.update(variables=False)
     return MaxMinOutcome(status, levels, rounds)

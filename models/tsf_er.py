@@ -54,7 +54,7 @@ import pyomo.environ as pyo
 
 from fairalloc.instance import Instance
 from fairalloc.models.feasible import allocation, feasible_set
-from fairalloc.models.maxmin import add_maxmin, progressive_filling
+from fairalloc.models.maxmin import add_maxmin, names, progressive_filling
 from fairalloc.registry import Param, Solution, choice, mechanism
 from fairalloc.solvers import Session
 from fairalloc.status import Status, worst
@@ -170,7 +170,7 @@ def _algorithm1(inst: Instance, session: Session, coeff: np.ndarray, label: str)
         log.info("%s Algorithm 1, LP %d: g = %s over %d active users; saturated so far: %s; "
                  "reached their limit now: %s", label, out.lps,
                  "-" if g is None else f"{g:.10g}", len(active),
-                 ", ".join(U[n] for n in saturated) or "none", ", ".join(U[n] for n in Q) or "none")
+                 names([U[n] for n in saturated]) or "none", names([U[n] for n in Q]) or "none")
         if not Q:  # lines 9-10
             out.x = x
             return out
@@ -206,8 +206,8 @@ def _leximin(inst: Instance, session: Session, coeff: np.ndarray, label: str) ->
                                "saturated": list(saturated), "newly_saturated": newly,
                                "blocked": blocked, "lps": rd["lps"]})
         log.info("%s round %d: level %.10g; reached their limit: %s; blocked by resources: %s; "
-                 "%d users still rising", label, k, rd["level"], ", ".join(newly) or "none",
-                 ", ".join(blocked) or "none", inst.n_users - len(done) - len(frozen))
+                 "%d users still rising", label, k, rd["level"], names(newly) or "none",
+                 names(blocked) or "none", inst.n_users - len(done) - len(frozen))
         done += frozen
         saturated += newly
     return out
