@@ -47,7 +47,7 @@ __all__ = ["BatchError", "BatchInterrupted", "Task", "default_hard_limit", "form
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_SECONDS = 10.0  # how often the table is rewritten from the journal while a batch runs
+SNAPSHOT_SECONDS = 10.0  # the table is rewritten from the journal at most this often while running
 
 
 class BatchInterrupted(KeyboardInterrupt):
@@ -196,16 +196,18 @@ def run(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         if summary["skipped"]:
             log.info("skipping %d task(s) already recorded in %s", summary["skipped"], jpath)
         stop, got = threading.Event(), {}
-        if todo:
-            with _stop_on_signals(stop, got):
-                _drive(todo, journal, summary, stop, out=out, folder=folder, hard=hard,
-                       spec_options={"time_limit": time_limit, "verify": verify, "imports": imports,
-                                     "want_doc": folder is not None},
-                       backend_args=(workers, scheduler, dask_local, client), progress=progress)
-        summary["seconds"] = time.perf_counter() - t_start
-        df = to_frame(journal.records.values())
-        if out is not None:
-            write_table(df, out)
+        try:
+            if todo:
+                with _stop_on_signals(stop, got):
+                    _drive(todo, journal, summary, stop, out=out, folder=folder, hard=hard,
+                           spec_options={"time_limit": time_limit, "verify": verify,
+                                         "imports": imports, "want_doc": folder is not None},
+                           backend_args=(workers, scheduler, dask_local, client), progress=progress)
+        finally:  # also on a second Ctrl-C or an error: the table shows what the journal holds
+            summary["seconds"] = time.perf_counter() - t_start
+            df = to_frame(journal.records.values())
+            if out is not None:
+                write_table(df, out)
     finally:
         journal.close()
     summary["by_status"] = dict(summary["by_status"])
@@ -225,7 +227,7 @@ def _drive(todo: list[Task], journal: Journal, summary: dict[str, Any], stop: th
     summary["backend"] = backend.name
     pending = list(reversed(todo))
     inflight: dict[str, Task] = {}
-    last_snapshot = time.monotonic()
+    last_snapshot, snapshot_cost = time.monotonic(), 0.0
     bar = tqdm(total=len(todo), unit="task", desc="batch", disable=not progress, file=sys.stderr,
                dynamic_ncols=True)
 
@@ -263,8 +265,12 @@ def _drive(todo: list[Task], journal: Journal, summary: dict[str, Any], stop: th
                         record(inflight.pop(key), failure(
                             "time_limit", f"stopped after {now - t0:.1f} s by the hard wall-clock limit "
                             f"({hard:g} s): the solver's own time limit did not end the task"))
-            if out is not None and time.monotonic() - last_snapshot > SNAPSHOT_SECONDS:
+            # a big table costs seconds to write: never spend more than a tenth of the time on it
+            if out is not None and time.monotonic() - last_snapshot > max(SNAPSHOT_SECONDS,
+                                                                           10 * snapshot_cost):
+                t0 = time.monotonic()
                 write_table(to_frame(journal.records.values()), out)
+                snapshot_cost = time.monotonic() - t0
                 last_snapshot = time.monotonic()
         killed = stop.is_set()
     except BaseException:

@@ -9,6 +9,7 @@ interrupted (every finished task is kept; rerun with ``--resume``).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from typing import Any
 
@@ -41,7 +42,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
                  dask_local=args.dask_local, imports=args.imports or [], verify=args.verify,
                  progress=not args.no_progress)
     except BatchInterrupted as exc:
-        print(f"interrupted ({exc.signum}): " + format_summary(exc.summary), file=sys.stderr)
+        name = signal.Signals(exc.signum).name
+        print(f"interrupted by {name}: " + format_summary(exc.summary), file=sys.stderr)
         return 128 + int(exc.signum)
     print(format_summary(df.attrs["summary"]), file=sys.stderr)
     return 0 if bool(df["ok"].all()) else 1
