@@ -158,6 +158,8 @@ def run(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         else [dict(p) for p in params]
     solvers = [solver] if solver is None or isinstance(solver, str) else list(solver)
     imports = [imports] if isinstance(imports, str) else list(imports)
+    # workers may run elsewhere (another cwd, a Dask worker): send plugin files as absolute paths
+    imports = [str(Path(i).resolve()) if i.endswith(".py") or os.sep in i else i for i in imports]
     if time_limit is not None and not time_limit > 0:
         raise ParameterError(f"time_limit = {time_limit!r}: must be > 0 seconds")
     if hard_limit is not None and not hard_limit > 0:
