@@ -346,12 +346,18 @@ def ps_mfa(game: ApfGame, x: np.ndarray, lam: list[np.ndarray] | None = None, to
     allocation non-negative (the paper leaves that to Ψ's penalty), ``x_{n,i} = 0`` may only grow.
     ``λ``-direction (47)–(48) on saturated rows; ``λ = 0`` on the others (40).
 
-    Two implementation choices, both keeping (51)–(53) at every iteration: Ψ is evaluated on the
-    dimensionless pairs ``(x_{n,i}/γ_{n,i}, γ_{n,i} f_{n,i})`` (``scaled``; same zeros as (37)), and the
-    ``x``- and ``λ``-parts of (49)–(50) take their own step sizes, one after the other (each the largest
-    step keeping (52)–(53) and ``x ≥ 0``, halved until Armijo's rule holds). With one common step, (47)'s
-    ``β`` term — an ``x``-gradient in ``λ``'s units — drove ``λ`` orders of magnitude past its
-    equilibrium value on [PSDSF] Fig. 1, and Ψ then crawled (residual 3 after 2,000 iterations).
+    Implementation choices, all keeping (51)–(53) at every iteration, each prompted by a measured stall:
+
+    - Ψ is evaluated on the dimensionless pairs ``(x_{n,i}/γ_{n,i}, γ_{n,i} f_{n,i})`` (``scaled``; same
+      zeros as (37));
+    - the ``x``- and ``λ``-parts of (49)–(50) take their own step sizes, one after the other (each the
+      largest step keeping (52)–(53) and ``x ≥ 0``, halved until Armijo's rule holds): with one common
+      step, (47)'s ``β`` term — an ``x``-gradient in ``λ``'s units — drove ``λ`` to 75, 900 times its
+      equilibrium value, on [PSDSF] Fig. 1, where Ψ is flat in ``λ`` (residual 3 after 2,000 iterations);
+    - ``λ`` stays in the a-priori box of (43) (:meth:`ApfGame.multiplier_bounds`): with separate steps it
+      still overshot to 892 on [PSDSF] Fig. 2 and jammed;
+    - each iteration first tries the NNLS fit of ``λ`` to the current ``x`` (:func:`_lam_fit`), kept only
+      if Ψ drops.
 
     Stops when the merit is ``≤ tol`` (status converged), when ``‖v‖ ≤ step_tol`` (converged if Ψ is tiny,
     else error: a stationary point of the projected problem that is not an equilibrium, which Lemma 4
@@ -450,7 +456,7 @@ def _x_direction(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], gx: np.nda
 
 
 def _lam_direction(game: ApfGame, lam: list[np.ndarray], gx: np.ndarray, glam: list[np.ndarray],
-                   sats: list[np.ndarray], precondition: bool = False) -> list[np.ndarray]:
+                   sats: list[np.ndarray]) -> list[np.ndarray]:
     """(45), (47), (48) on the saturated rows; 0 elsewhere."""
     out = []
     caps = game.lam_cap or [np.full(len(li), np.inf) for li in lam]
@@ -459,11 +465,7 @@ def _lam_direction(game: ApfGame, lam: list[np.ndarray], gx: np.ndarray, glam: l
         vt = -gl + beta * ((beta * -gl) >= 0)  # (47)
         vt = np.where(sat, vt, 0.0)
         vt = np.where(li > 0, vt, np.maximum(vt, 0.0))  # (48)
-        vt = np.where(li >= cap, np.minimum(vt, 0.0), vt)  # and the box (43)
-        if precondition:  # Gauss–Newton diagonal of Ψ in λ: a positive scaling keeps (111) ≤ 0
-            gd = row.demand * np.where(game.P[:, row.server], game.inst.gamma[:, row.server], 0.0)[:, None]
-            vt = vt / np.maximum((gd**2).sum(axis=0), 1e-300)
-        out.append(vt)
+        out.append(np.where(li >= cap, np.minimum(vt, 0.0), vt))  # and the box (43)
     return out
 
 

@@ -138,6 +138,9 @@ def best_response(inst: Instance, session: Session, tol: float = 1e-8, max_iter:
         if change <= tol * max(1.0, float(x.max(initial=0.0))):
             status = Status.CONVERGED
             break
+        if session.expired():
+            status = Status.TIME_LIMIT
+            break
         if step_before is not None and _steady_drift(step_before, step):
             t = _feasible_ray(rows, x, step)
             if t > 1.0:  # jump along the drift to where it must stop; sweeps then decide
