@@ -14,7 +14,7 @@ import numpy as np
 
 from fairalloc.instance import Instance
 
-__all__ = ["FAMILIES", "random_instance"]
+__all__ = ["FAMILIES", "apf_cluster", "random_instance"]
 
 FAMILIES = {
     "plain": {},
@@ -84,3 +84,54 @@ def _placement(rng: np.random.Generator, can: np.ndarray, placement: bool) -> np
         if not (elig[n] & can[n]).any():
             elig[n, rng.choice(np.flatnonzero(can[n]))] = True
     return elig
+
+
+# ---------------------------------------------------------------------- [APF] Fig. 5 kind of cluster
+APF_SERVER_TYPES = {"t1": (4.0, 12.0), "t2": (8.0, 8.0), "t3": (16.0, 4.0)}  # (GHz, GB) per server
+APF_LOCATIONS = {  # servers of each type, storage MB/s, link Mb/s (up, down)
+    "L1": ({"t1": 25, "t2": 25, "t3": 25}, 32.0, (100.0, 1000.0)),
+    "L2": ({"t1": 25, "t2": 50, "t3": 25}, 100.0, (1000.0, 2000.0)),
+    "L3": ({"t1": 25, "t2": 25, "t3": 25}, 32.0, (100.0, 1000.0)),
+}
+APF_NEIGHBOURS = {"L1": ("L1", "L2"), "L2": ("L1", "L2", "L3"), "L3": ("L2", "L3")}
+
+
+def apf_cluster(seed: int | np.random.Generator, users_per_location: int = 10, *,
+                weights: bool = False, jitter: float = 0.1, name: str | None = None) -> Instance:
+    """A cluster of the kind of [APF] Fig. 5 (§6.1), synthesised (the Bitbrain trace is not available).
+
+    Three locations; at each, one resource pool per server type (75/100/75 servers of (4 GHz, 12 GB),
+    (8 GHz, 8 GB), (16 GHz, 4 GB), split 25/25/25, 25/50/25, 25/25/25), each pool with its own storage
+    device (32 MB/s at L1 and L3, 100 MB/s at L2) and link (100 Mb/s up and 1 Gb/s down at L1 and L3,
+    1 Gb/s up and 2 Gb/s down at L2): 9 servers with resources ``cpu, mem, storage, up, down``. Users
+    are spread evenly over the locations and may run at their own location or a neighbouring one
+    (L1–L2–L3 in a line). Per-task demands are log-uniform — cpu 0.25–4 GHz, mem 0.25–8 GB, storage
+    0.1–4 MB/s, up 0.5–20 Mb/s, down 1–50 Mb/s — so dominant resources vary across users and servers,
+    as in the VM traces the paper samples. Weights from {1, 2, 3} when ``weights``. Every pool capacity is
+    multiplied by ``U(1 − jitter, 1 + jitter)``: with identical storage and links at a location, users
+    bound by them would otherwise see exactly proportional pools, a continuum of equilibria in ``x``
+    (``jitter=0`` gives the paper's nominal numbers).
+    """
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    resources = ("cpu", "mem", "storage", "up", "down")
+    servers, caps, where = [], [], []
+    for loc, (counts, storage, (up, down)) in APF_LOCATIONS.items():
+        for typ, count in counts.items():
+            ghz, gb = APF_SERVER_TYPES[typ]
+            servers.append(f"{loc}-{typ}")
+            caps.append([count * ghz, count * gb, storage, up, down])
+            where.append(loc)
+    caps = [np.asarray(c) * rng.uniform(1 - jitter, 1 + jitter, len(c)) for c in caps]
+    lo = np.array([0.25, 0.25, 0.1, 0.5, 1.0])
+    hi = np.array([4.0, 8.0, 4.0, 20.0, 50.0])
+    users, dem, elig = [], [], []
+    for loc in APF_LOCATIONS:
+        for k in range(users_per_location):
+            users.append(f"{loc}-u{k + 1}")
+            dem.append(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+            elig.append([w in APF_NEIGHBOURS[loc] for w in where])
+    N = len(users)
+    w = rng.choice([1.0, 2.0, 3.0], N) if weights else np.ones(N)
+    return Instance.from_arrays(capacity=np.array(caps), demand=np.array(dem), weight=w,
+                                eligible=np.array(elig), users=users, servers=servers,
+                                resources=resources, name=name or f"apf-cluster-{N}")

@@ -1,0 +1,98 @@
+r"""What the per-server mechanisms (PS-DSF, αPF-VDS) share: each server's own rows, the weighted
+virtual dominant shares, and the deviation from PS-DSF ``D_n`` of [APF] (58).
+
+Server ``i`` sees its eligible users ``N_i`` (runnable pairs), its own resource rows and the users' totals
+``X_n``. In the capacity form the rows are ``Σ_n x[n,i] d[n,r] ≤ c[i,r]`` for every resource some user of
+``N_i`` demands (the rows χ writes); in the time-shared form there is one row, the server's time,
+``Σ_n x[n,i]/γ[n,i] ≤ 1`` — a resource whose per-task demand ``1/γ[n,i]`` depends on the server.
+:class:`ServerRows` holds both as a demand matrix and a capacity vector so the numpy algorithms (Algorithm I
+of [PSDSF], PS-MFA and the distributed heuristic of [APF]) are written once.
+
+Neither paper defines its game with a pool shared by several servers or with task limits (both couple the
+servers' decisions into a generalised game), so :func:`require_per_server` rejects such instances.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fairalloc.errors import InstanceError
+from fairalloc.instance import Instance
+
+__all__ = ["ServerRows", "deviation_from_psdsf", "require_per_server", "server_rows", "weighted_vds"]
+
+
+def require_per_server(inst: Instance, mechanism: str) -> None:
+    """Raise a clear error for what the per-server games of [PSDSF]/[APF] do not define."""
+    if inst.external:
+        raise InstanceError(f"{inst.name}: mechanism '{mechanism}' is per-server ([PSDSF] §III, [APF] §3): "
+                            f"external resources ({', '.join(inst.external)}) couple the servers and "
+                            "are not part of its game; use tsf-er, cru or mnw")
+    if inst.has_task_limits:
+        users = [u for u, t in zip(inst.users, inst.tasks) if np.isfinite(t)]
+        raise InstanceError(f"{inst.name}: mechanism '{mechanism}' is per-server ([PSDSF] §III, [APF] §3): "
+                            f"task limits (users {', '.join(users)}) couple the servers and are not "
+                            "part of its game; omit 'tasks'")
+
+
+@dataclass(frozen=True)
+class ServerRows:
+    """Server ``i``'s rows: ``demand`` (N × R_i, zero for users not in ``N_i``), ``capacity`` (R_i),
+    row ``names`` and the eligible users ``users`` (indices of ``N_i``)."""
+
+    server: int
+    demand: np.ndarray
+    capacity: np.ndarray
+    names: tuple[str, ...]
+    users: np.ndarray
+
+    def usage(self, x_i: np.ndarray) -> np.ndarray:
+        """``Σ_n x[n,i] d[n,r]`` for this server's rows."""
+        return x_i @ self.demand
+
+    def slack(self, x_i: np.ndarray) -> np.ndarray:
+        return self.capacity - self.usage(x_i)
+
+
+def server_rows(inst: Instance) -> list[ServerRows]:
+    """Every server's rows, in the order χ (:func:`~fairalloc.models.feasible.feasible_set`) writes them."""
+    out = []
+    for i in range(inst.n_servers):
+        users = np.flatnonzero(inst.runnable[:, i])
+        if inst.time_shared:  # one row, the server's time; per-task demand 1/γ[n,i]
+            if len(users):
+                d = np.zeros((inst.n_users, 1))
+                d[users, 0] = 1.0 / inst.gamma[users, i]
+                out.append(ServerRows(i, d, np.ones(1), ("time",), users))
+            else:
+                out.append(ServerRows(i, np.zeros((inst.n_users, 0)), np.zeros(0), (), users))
+            continue
+        keep = (inst.demand[users] > 0).any(axis=0) if len(users) else np.zeros(len(inst.resources), bool)
+        d = np.zeros((inst.n_users, int(keep.sum())))
+        d[users] = inst.demand[np.ix_(users, np.flatnonzero(keep))]
+        out.append(ServerRows(i, d, inst.capacity[i, keep].astype(float),
+                              tuple(r for r, k in zip(inst.resources, keep) if k), users))
+    return out
+
+
+def weighted_vds(inst: Instance, x: np.ndarray) -> np.ndarray:
+    """``s̃[n,i] = X_n/(φ_n γ[n,i])`` on runnable pairs, ``nan`` elsewhere ([PSDSF] (12))."""
+    X = np.asarray(x, float).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = X[:, None] / (inst.weight[:, None] * inst.gamma)
+    return np.where(inst.runnable, s, np.nan)
+
+
+def deviation_from_psdsf(inst: Instance, x: np.ndarray) -> np.ndarray:
+    r"""``D_n(x) = Σ_i (x[n,i]/X_n)·(s̃[n,i] − min_m s̃[m,i]) / min_m s̃[m,i]`` ([APF] (58)), the minimum
+    over the users eligible at ``i``. Zero at a PS-DSF allocation when every user demands every resource
+    (then every user with ``x[n,i] > 0`` has the smallest weighted VDS at ``i``)."""
+    x = np.asarray(x, float)
+    s = weighted_vds(inst, x)
+    smin = np.nanmin(np.where(inst.runnable, s, np.inf), axis=0)  # (K,)
+    X = x.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(inst.runnable & (x > 0), (s - smin[None, :]) / smin[None, :], 0.0)
+        return np.where(X > 0, (x * rel).sum(axis=1) / np.where(X > 0, X, 1.0), 0.0)

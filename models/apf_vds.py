@@ -1,0 +1,539 @@
+r"""αPF-VDS — α-proportional fairness on virtual dominant shares ([APF] §3–5).
+
+Every server ``i`` maximises its own utility of the weighted VDS ``s̃_{n,i} = X_n/(φ_n γ_{n,i})`` over its own
+allocation, given the other servers' (Problem 1, (12)–(15); time-shared servers: Problem 2, (17)–(21)):
+
+.. math::
+
+    \max_{x_{\cdot,i}}\ U_i = \sum_{n \in N_i} \phi_n\, g_i\!\Big(\frac{X_n}{\phi_n\gamma_{n,i}}\Big)
+    \quad\text{s.t.}\quad \sum_{n\in N_i} x_{n,i} d_{n,r} \le c_{i,r}\ \ \forall r, \qquad x_{n,i} \ge 0,
+
+    g_i'(z) = (A_i/z)^{\alpha_i} + B_i/z
+    \qquad \text{((22); default } A_i = 1, B_i = 0\text{: } g'(z) = z^{-\alpha}).
+
+The allocation is a Nash equilibrium of this concave game, i.e. a solution of the NCP (28)–(31):
+
+.. math::
+
+    0 \le \lambda_{i,r} \perp c_{i,r} - \sum_n x_{n,i} d_{n,r} \ge 0, \qquad
+    0 \le x_{n,i} \perp \sum_r \lambda_{i,r} d_{n,r} - \frac{g_i'(\tilde s_{n,i})}{\gamma_{n,i}} \ge 0 .
+
+α = 1 (A = 1, B = 0) is weighted proportional fairness — the same point as ``mnw`` ([APF] Thm 2; demands
+are server-independent in the capacity form, and on time-shared servers the NCP is MNW's KKT system too);
+α → ∞ approaches PS-DSF (Thm 2), and with a bottleneck resource at every server, or on time-shared
+servers, every α gives PS-DSF (Thms 4–5). ``alpha`` may be one value, ``inf`` (PS-DSF), or one value per
+server ("servers with heterogeneous objectives", §3.4).
+
+``-p algorithm=...``:
+
+``ncp`` (default)
+    :func:`build` is the NCP as a Pyomo model — ``x[n,i] ⊥ f[n,i]`` and ``λ[i,r] ⊥ slack[i,r]`` as
+    ``pyomo.mpec`` ``Complementarity`` components over χ (:mod:`~fairalloc.models.feasible`), with
+    ``u[n] = X[n] ≥ ε`` so ``g'`` is never evaluated at 0 — the model to print and edit. It is solved by
+    Ipopt through :class:`~fairalloc.models._mpec.ScholtesRelaxation` (``mpec.simple_nonlinear``,
+    ``x·f ≤ τ`` for ``τ = 10⁻² … 10⁻⁹, 0``, warm started), from the sharing-incentive point ([APF] (41)).
+``best-response``
+    Gauss–Seidel sweeps: each server solves its own concave problem (12)–(15) by Ipopt (a persistent
+    model per server, the other servers' tasks as variables pinned by their bounds), servers with
+    ``α = inf`` solve PS-DSF's leximin LP instead; until no allocation moves by more than ``tol``.
+``ps-mfa``
+    [APF] Alg. I: projected descent on the merit function Ψ (:func:`~fairalloc.models._apf_ncp.ps_mfa`).
+``distributed``
+    [APF] §5.2: parallel per-server steps with penalty multipliers (57)
+    (:func:`~fairalloc.models._apf_ncp.distributed_heuristic`).
+
+Every algorithm's end point is then *polished*: Newton's method on the equations of its active set
+(:func:`~fairalloc.models._apf_ncp.polish`; ``polish=false`` turns it off), kept only if it lowers the NCP
+residual. The result carries the NCP residual ``max |min(z, F(z))|``, Ψ, the multipliers and every
+server's best-response gain (:func:`nash_conditions`), plus the algorithm's trajectory.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+from pyomo.mpec import Complementarity, complements
+
+from fairalloc.errors import ParameterError
+from fairalloc.instance import Instance
+from fairalloc.models._apf_ncp import ApfGame, distributed_heuristic, ps_mfa
+from fairalloc.models._apf_ncp import polish as newton_polish
+from fairalloc.models._mpec import ScholtesRelaxation
+from fairalloc.models._perserver import deviation_from_psdsf, require_per_server, server_rows
+from fairalloc.models.feasible import allocation, feasible_set, uniform_split
+from fairalloc.models.psdsf import ServerLeximin
+from fairalloc.registry import Param, Solution, as_bool, as_float, as_floats, as_int, choice, mechanism
+from fairalloc.solvers import Session
+from fairalloc.status import Status
+
+__all__ = ["ServerBestResponse", "build", "nash_conditions", "utility_parameters"]
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------- parameters
+def _per_server(value: Any, inst: Instance, name: str) -> np.ndarray:
+    try:
+        vals = as_floats(value)
+    except (ValueError, TypeError) as exc:
+        raise ParameterError(f"apf-vds: parameter {name}={value!r}: {exc}") from None
+    arr = np.asarray(vals if isinstance(vals, list) else [vals] * inst.n_servers, float)
+    if arr.shape != (inst.n_servers,):
+        raise ParameterError(f"apf-vds: parameter {name}={value!r}: give one value or one per server "
+                             f"({inst.n_servers}: {', '.join(inst.servers)})")
+    return arr
+
+
+def utility_parameters(inst: Instance, alpha: Any = 1.0, A: Any = None, B: Any = None
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(α_i, A_i, B_i)`` per server from scalars, lists or CLI strings (``"3"``, ``"1,2"``, ``"inf"``)."""
+    a = _per_server(alpha, inst, "alpha")
+    A_ = _per_server(1.0 if A is None else A, inst, "A")
+    B_ = _per_server(0.0 if B is None else B, inst, "B")
+    if not (a > 0).all():
+        raise ParameterError(f"apf-vds: parameter alpha={alpha!r}: must be > 0")
+    if not (A_ >= 0).all() or not (B_ >= 0).all() or not np.isfinite(A_).all() or not np.isfinite(B_).all():
+        raise ParameterError(f"apf-vds: parameters A={A!r}, B={B!r}: must be finite and >= 0")
+    bad = np.isfinite(a) & (A_ == 0) & (B_ == 0)
+    if bad.any():
+        raise ParameterError(f"apf-vds: A = B = 0 at server {inst.servers[int(np.argmax(bad))]}: "
+                             "g' would vanish (give A > 0 or B > 0)")
+    return a, A_, B_
+
+
+def _game(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray) -> ApfGame:
+    """The numpy game; servers with α = inf (PS-DSF) are left out of the NCP."""
+    finite = np.isfinite(alpha)
+    g = ApfGame(inst, np.where(finite, alpha, 1.0), A, B)
+    if not finite.all():
+        g.P = g.P & finite[None, :]
+        g.rows = [r for r in g.rows if finite[r.server]]
+    return g
+
+
+def utility_scale(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``c_i = 1/g_i'(z_i)`` with ``z_i`` the median weighted VDS at server ``i`` at the sharing-incentive
+    point ((41)). Server ``i``'s best response is unchanged when its utility is multiplied by ``c_i > 0``
+    — so the equilibria are too — while ``c_i g_i'`` is of order one where the solution lives instead of
+    ``z^{-α}`` (10¹⁶ at α = 16, z = 0.1). ``c_i g_i'`` is again of the form (22) with
+    ``A_i c_i^{1/α_i}`` and ``B_i c_i``; the multipliers scale by ``c_i``."""
+    s = uniform_split(inst).sum(axis=1)[:, None] / (inst.weight[:, None] * np.where(
+        inst.runnable, inst.gamma, np.nan))
+    c = np.ones(inst.n_servers)
+    for i in range(inst.n_servers):
+        if np.isfinite(alpha[i]) and inst.runnable[:, i].any():
+            z = float(np.nanmedian(s[:, i]))
+            c[i] = 1.0 / ((A[i] / z) ** alpha[i] + B[i] / z)
+    return c
+
+
+def _scaled(alpha: np.ndarray, A: np.ndarray, B: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    finite = np.isfinite(alpha)
+    return (np.where(finite, A * c ** (1.0 / np.where(finite, alpha, 1.0)), A), np.where(finite, B * c, B))
+
+
+def _floor(inst: Instance) -> np.ndarray:
+    """``ε_n``: a lower bound on ``X_n`` far below the sharing-incentive point ((41))."""
+    return 1e-6 * inst.si_threshold("apf")
+
+
+# ---------------------------------------------------------------------- the NCP model
+def _row_constraints(chi: pyo.Block, inst: Instance) -> dict[tuple[str, str], Any]:
+    if inst.time_shared:
+        return {(s, "time"): chi.time[s] for s in chi.time}
+    return {(s, r): chi.capacity[s, r] for (s, r) in chi.capacity}
+
+
+def _coefficient(inst: Instance, n: int, i: int, r: str) -> float:
+    """``d_{n,r}`` (capacity form) or ``1/γ_{n,i}`` (the server's time, time-shared form)."""
+    if r == "time":
+        return 1.0 / float(inst.gamma[n, i])
+    return float(inst.demand[n, inst.resources.index(r)])
+
+
+def build(inst: Instance, alpha: Any = 1.0, A: Any = None, B: Any = None, **_: Any) -> pyo.ConcreteModel:
+    """The NCP (28)–(31) as a Pyomo model with ``pyomo.mpec`` complementarity, started at the
+    sharing-incentive point ([APF] (41)) with multipliers that make every ``f[n,i] ≥ 0``."""
+    require_per_server(inst, "apf-vds")
+    a, A_, B_ = utility_parameters(inst, alpha, A, B)
+    if not np.isfinite(a).all():
+        raise ParameterError("apf-vds: alpha=inf (PS-DSF) has no NCP form; use algorithm=best-response "
+                             "or mechanism ps-dsf")
+    U, S = inst.users, inst.servers
+    uidx, sidx = {u: n for n, u in enumerate(U)}, {s: i for i, s in enumerate(S)}
+    m = pyo.ConcreteModel(name=f"apf-vds[{inst.name}]")
+    m.chi = chi = feasible_set(inst, task_limits=False)
+    m.alpha = pyo.Param(chi.K, mutable=True, initialize=dict(zip(S, a)), doc="α_i of g_i' ((22))")
+    m.A = pyo.Param(chi.K, mutable=True, initialize=dict(zip(S, A_)), doc="A_i of g_i' ((22))")
+    m.B = pyo.Param(chi.K, mutable=True, initialize=dict(zip(S, B_)), doc="B_i of g_i' ((22))")
+    start = uniform_split(inst)
+    for (n, i), v in zip(chi.pairs, chi.x.values()):
+        v.set_value(float(start[n, i]))
+    X0 = start.sum(axis=1)
+    eps = _floor(inst)
+    m.u = pyo.Var(chi.N, bounds=lambda m, u: (float(eps[uidx[u]]), None),
+                  initialize={u: float(X0[n]) for n, u in enumerate(U)},
+                  doc="u[n] = X[n], bounded away from 0 where g' is infinite")
+    m.define_u = pyo.Constraint(chi.N, rule=lambda m, u: m.u[u] == chi.X[u])
+    cons = _row_constraints(chi, inst)
+    m.ROWS = pyo.Set(initialize=list(cons), dimen=2, ordered=True, doc="(server, resource) rows of χ")
+    rows_at: dict[str, list[str]] = {}
+    for s, r in cons:
+        rows_at.setdefault(s, []).append(r)
+    phig = {(u, s): float(inst.weight[uidx[u]] * inst.gamma[uidx[u], sidx[s]]) for u, s in chi.P}
+    m.marginal = pyo.Expression(chi.P, rule=lambda m, u, s: (1.0 / float(inst.gamma[uidx[u], sidx[s]])) * (
+        (m.A[s] * phig[u, s] / m.u[u]) ** m.alpha[s] + m.B[s] * phig[u, s] / m.u[u]),
+        doc="∂U_i/∂x[n,i] = g_i'(s̃[n,i])/γ[n,i] ((59))")
+    m.slack = pyo.Expression(m.ROWS, rule=lambda m, s, r: cons[s, r].upper - cons[s, r].body,
+                             doc="f[i,r] = c[i,r] − Σ_n x[n,i] d[n,r] ((30))")
+    lam0 = _start_multipliers(inst, start, a, A_, B_)
+    m.lam = pyo.Var(m.ROWS, bounds=(0, None), initialize=lam0, doc="λ[i,r] ((28))")
+    m.f = pyo.Expression(chi.P, rule=lambda m, u, s: sum(
+        _coefficient(inst, uidx[u], sidx[s], r) * m.lam[s, r] for r in rows_at.get(s, [])
+        if _coefficient(inst, uidx[u], sidx[s], r) > 0) - m.marginal[u, s],
+        doc="f[n,i] = Σ_r λ[i,r] d[n,r] − g_i'(s̃[n,i])/γ[n,i] ((31))")
+    m.x_perp_f = Complementarity(chi.P, rule=lambda m, u, s: complements(chi.x[u, s] >= 0, m.f[u, s] >= 0),
+                                 doc="0 ≤ x[n,i] ⊥ f[n,i] ≥ 0 ((29))")
+    m.lam_perp_slack = Complementarity(m.ROWS, rule=lambda m, s, r: complements(
+        m.lam[s, r] >= 0, m.slack[s, r] >= 0), doc="0 ≤ λ[i,r] ⊥ f[i,r] ≥ 0 ((28))")
+    for c in cons.values():  # the complementarity carries the capacity rows
+        c.deactivate()
+    return m
+
+
+def _start_multipliers(inst: Instance, x: np.ndarray, a: np.ndarray, A: np.ndarray, B: np.ndarray
+                       ) -> dict[tuple[str, str], float]:
+    """``λ_{i,r} = max_{m: d_{m,r}>0} (g'(s̃_{m,i})/γ_{m,i}) / d_{m,r}`` so that every ``f[n,i] ≥ 0``."""
+    game = ApfGame(inst, a, A, B)
+    term = game.marginal(x)
+    out = {}
+    for row in game.rows:
+        for k, r in enumerate(row.names):
+            d = row.demand[row.users, k]
+            use = d > 0
+            out[inst.servers[row.server], r] = float((term[row.users[use], row.server] / d[use]).max(
+                initial=0.0))
+    return out
+
+
+def _ncp_point(m: pyo.ConcreteModel, inst: Instance, game: ApfGame) -> tuple[np.ndarray, list[np.ndarray]]:
+    x = allocation(m.chi, inst)
+    lam = []
+    for row in game.rows:
+        s = inst.servers[row.server]
+        lam.append(np.array([max(0.0, m.lam[s, r].value or 0.0) for r in row.names]))
+    return x, lam
+
+
+# ---------------------------------------------------------------------- per-server best responses
+class ServerBestResponse:
+    """Server ``i``'s problem (12)–(15) (or (18)–(21)) as a persistent Pyomo NLP: ``x[n,i]`` on χ restricted
+    to ``i``, the other servers' tasks ``offset[n]`` as variables pinned by their bounds (so a warm Ipopt
+    handle re-reads them), ``u[n] = offset[n] + x[n,i] ≥ ε``, objective ``Σ φ_n g_i(u_n/(φ_n γ_{n,i}))``."""
+
+    def __init__(self, inst: Instance, i: int, alpha: float, A: float, B: float) -> None:
+        self.inst, self.i = inst, i
+        self.users = np.flatnonzero(inst.runnable[:, i])
+        s = inst.servers[i]
+        names = [inst.users[n] for n in self.users]
+        m = pyo.ConcreteModel(name=f"apf-vds[{inst.name}]@{s}")
+        m.chi = feasible_set(inst, servers=[i], task_limits=False)
+        eps = dict(zip(inst.users, _floor(inst)))
+        m.offset = pyo.Var(names, initialize=0.0, doc="Σ_{j≠i} x[n,j] (pinned by its bounds)")
+        m.u = pyo.Var(names, bounds=lambda m, u: (float(eps[u]), None), initialize=1.0)
+        m.define_u = pyo.Constraint(names, rule=lambda m, u: m.u[u] == m.offset[u] + m.chi.x[u, s])
+        phig = {inst.users[n]: float(inst.weight[n] * inst.gamma[n, i]) for n in self.users}
+        phi = {inst.users[n]: float(inst.weight[n]) for n in self.users}
+
+        def g(z: Any) -> Any:
+            power = A * pyo.log(z) if math.isclose(alpha, 1.0) else A**alpha * z ** (1 - alpha) / (1 - alpha)
+            return power + B * pyo.log(z) if B else power
+
+        m.objective = pyo.Objective(expr=sum(phi[u] * g(m.u[u] / phig[u]) for u in names),
+                                    sense=pyo.maximize, doc="U_i = Σ φ_n g_i(X_n/(φ_n γ[n,i])) ((12))")
+        self.model, self._names, self.handle = m, names, None
+        self._x = [m.chi.x[u, s] for u in names]
+        self._rows = list(m.chi.capacity.values()) if not inst.time_shared else list(m.chi.time.values())
+
+    def respond(self, x: np.ndarray, session: Session) -> tuple[np.ndarray, Any]:
+        m = self.model
+        others = x.sum(axis=1) - x[:, self.i]
+        for n, u, v in zip(self.users, self._names, self._x):
+            m.offset[u].setlb(float(others[n]))
+            m.offset[u].setub(float(others[n]))
+            m.offset[u].set_value(float(others[n]))
+            v.set_value(float(x[n, self.i]))
+            m.u[u].set_value(max(float(x[n].sum()), m.u[u].lb))
+        if self.handle is None:
+            self.handle = session.open(m, "nlp")
+        else:
+            self.handle.update()
+        out = session.run(self.handle)
+        col = np.zeros(self.inst.n_users)
+        if out.has_point:
+            col[self.users] = [max(0.0, v.value or 0.0) for v in self._x]
+        return col, out
+
+    def multipliers(self) -> np.ndarray | None:
+        """``λ_{i,r}`` from the last solve (``d U_i*/d c_{i,r} ≥ 0``), in :func:`server_rows` order."""
+        dual = getattr(self.model, "dual", None)
+        if dual is None:
+            return None
+        return np.array([max(0.0, float(dual.get(c, 0.0))) for c in self._rows])
+
+
+def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray
+                     ) -> dict[int, ServerBestResponse | ServerLeximin]:
+    out: dict[int, Any] = {}
+    for i in range(inst.n_servers):
+        if not inst.runnable[:, i].any():
+            continue
+        out[i] = (ServerLeximin(inst, i) if math.isinf(alpha[i])
+                  else ServerBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i])))
+    return out
+
+
+def best_response(inst: Instance, session: Session, alpha: np.ndarray, A: np.ndarray, B: np.ndarray,
+                  tol: float = 1e-9, max_iter: int = 500
+                  ) -> tuple[np.ndarray, Status, dict[str, Any], dict[int, Any]]:
+    """Gauss–Seidel sweeps of exact per-server best responses from the sharing-incentive point."""
+    responders = _make_responders(inst, alpha, A, B)
+    kkt, session.kkt = session.kkt, False  # per-sweep KKT residuals cost more than the solves
+    try:
+        return _sweeps(inst, session, responders, uniform_split(inst), tol, max_iter)
+    finally:
+        session.kkt = kkt
+
+
+def _sweeps(inst: Instance, session: Session, responders: dict[int, Any], x: np.ndarray, tol: float,
+            max_iter: int) -> tuple[np.ndarray, Status, dict[str, Any], dict[int, Any]]:
+    history: list[float] = []
+    status = Status.ITERATION_LIMIT
+    for sweep in range(1, max_iter + 1):
+        start = x.copy()
+        for i, resp in responders.items():
+            col, out = resp.respond(x, session)
+            if not out.status.ok:
+                return x, out.status, {"sweeps": sweep, "max_change": history, "message":
+                                       f"server {inst.servers[i]}: {out.message}"}, responders
+            x[:, i] = col
+        change = float(np.abs(x - start).max(initial=0.0))
+        history.append(change)
+        log.info("apf-vds best response: sweep %d, largest change %.3g", sweep, change)
+        if change <= tol * max(1.0, float(x.max(initial=0.0))):
+            status = Status.CONVERGED
+            break
+        if session.expired():
+            status = Status.TIME_LIMIT
+            break
+    return x, status, {"sweeps": len(history), "max_change": history}, responders
+
+
+# ---------------------------------------------------------------------- Nash conditions
+def best_response_gains(inst: Instance, x: np.ndarray, alpha: np.ndarray, A: np.ndarray, B: np.ndarray,
+                        session: Session | None = None, responders: dict[int, Any] | None = None
+                        ) -> dict[str, float | None]:
+    """``U_i(BR_i(x_{−i}), x_{−i}) − U_i(x)`` for every server with finite ``α_i``: the exact best response by
+    Ipopt, scaled onto server ``i``'s rows if Ipopt left it a hair outside, so the gain is never
+    flattered by an infeasible point. ``None`` for ``α_i = inf`` servers and failed solves."""
+    session = session or Session()
+    game = ApfGame(inst, np.where(np.isfinite(alpha), alpha, 1.0), A, B)
+    As, Bs = _scaled(alpha, A, B, utility_scale(inst, alpha, A, B))  # same argmax, tame numbers
+    rows = {r.server: r for r in server_rows(inst)}
+    base = game.utility(x)
+    gains: dict[str, float | None] = {}
+    for i in range(inst.n_servers):
+        s = inst.servers[i]
+        if not inst.runnable[:, i].any():
+            gains[s] = 0.0
+            continue
+        if math.isinf(alpha[i]):
+            gains[s] = None
+            continue
+        resp = (responders or {}).get(i)
+        if not isinstance(resp, ServerBestResponse):
+            resp = ServerBestResponse(inst, i, float(alpha[i]), float(As[i]), float(Bs[i]))
+        col, out = resp.respond(x, session)
+        if not out.has_point:
+            gains[s] = None
+            continue
+        row = rows[i]
+        use = row.usage(col)
+        scale = float(np.min(np.where(use > 0, row.capacity / np.where(use > 0, use, 1.0), np.inf),
+                             initial=np.inf))
+        y = x.copy()
+        y[:, i] = col * min(1.0, scale)
+        gains[s] = max(0.0, float(game.utility(y)[i] - base[i]))
+    return gains
+
+
+def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = None, B: Any = None,
+                    lam: list[np.ndarray] | None = None, session: Session | None = None,
+                    gains: bool = True) -> dict[str, Any]:
+    r"""The Nash-equilibrium conditions of αPF-VDS at ``x`` (SPEC §3):
+
+    - ``ncp_residual``: ``max |min(z, F(z))|`` over (28)–(29), with the multipliers ``lam`` if given, else
+      the ones that best certify ``x`` (:meth:`ApfGame.multipliers`);
+    - ``psi``: the merit ``Ψ(x, λ)`` of (35)–(37);
+    - ``per_server_gain``: each server's best-response gain (``None`` where ``α_i = inf``);
+    - ``best_response_gain``: the largest of them.
+
+    ``alpha``, ``A``, ``B`` as for the mechanism (one value, ``"inf"``, or one per server). Servers with
+    ``α_i = inf`` are left out of the residual and Ψ (PS-DSF has no NCP; check its certificate).
+    """
+    require_per_server(inst, "apf-vds")
+    a, A_, B_ = utility_parameters(inst, alpha, A, B)
+    x = np.asarray(x, float)
+    game = _game(inst, a, A_, B_)
+    if lam is None:
+        lam = game.multipliers(x)
+    out: dict[str, Any] = {"ncp_residual": game.residual(x, lam), "psi": game.psi(x, lam),
+                           "multipliers": {f"{inst.servers[r.server]},{name}": float(v)
+                                           for r, li in zip(game.rows, lam) for name, v in zip(r.names, li)}}
+    if gains:
+        per = best_response_gains(inst, x, a, A_, B_, session)
+        known = [g for g in per.values() if g is not None]
+        out["best_response_gain"] = max(known) if known else None
+        out["per_server_gain"] = per
+    else:
+        out["best_response_gain"], out["per_server_gain"] = None, {}
+    return out
+
+
+# ---------------------------------------------------------------------- mechanism
+PARAMS = [
+    Param("alpha", as_floats, 1.0, "α of g'(z) = (A/z)^α + B/z: one value, inf (PS-DSF), or one per server"),
+    Param("A", as_floats, 1.0, "A_i of (22): one value or one per server"),
+    Param("B", as_floats, 0.0, "B_i of (22): one value or one per server"),
+    Param("algorithm", choice("ncp", "best-response", "ps-mfa", "distributed"), "ncp",
+          "ncp (Pyomo MPEC by Ipopt), best-response (Gauss–Seidel), ps-mfa ([APF] Alg. I) or "
+          "distributed ([APF] (55)-(57))"),
+    Param("tol", as_float, 0.0, "stopping tolerance (0: the algorithm's default — best-response: "
+          "relative change 1e-9; ps-mfa: merit 1e-16; distributed: Ψ 1e-12)",
+          lambda v: None if v >= 0 else "must be >= 0"),
+    Param("max_iter", as_int, 0, "iteration cap (0: the algorithm's default)",
+          lambda v: None if v >= 0 else "must be >= 0"),
+    Param("epsilon", as_float, 0.1, "distributed: penalty width ε = epsilon·c of (57)",
+          lambda v: None if v > 0 else "must be > 0"),
+    Param("kappa", as_float, 1.0, "distributed: step κ_i = kappa / (local curvature bound)",
+          lambda v: None if v > 0 else "must be > 0"),
+    Param("polish", as_bool, True, "finish with Newton's method on the active set of the NCP"),
+    Param("gains", as_bool, True, "solve every server's best response at the result to report its gain"),
+]
+
+DEFAULT_ITER = {"best-response": 500, "ps-mfa": 5_000, "distributed": 100_000}
+DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12}
+
+
+@mechanism("apf-vds", problem="nlp", build=build, needs_demands=False, params=PARAMS,
+           reference="[APF] §3–5, (12)–(15), (22), (28)–(31), Alg. I, (55)–(57)",
+           summary="αPF-VDS: Nash equilibrium of per-server α-fair utilities of VDS (NCP by Ipopt)")
+def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: Any = 0.0,
+          algorithm: str = "ncp", tol: float = 0.0, max_iter: int = 0, epsilon: float = 0.1,
+          kappa: float = 1.0, polish: bool = True, gains: bool = True) -> Solution:
+    require_per_server(inst, "apf-vds")
+    a, A_, B_ = utility_parameters(inst, alpha, A, B)
+    details: dict[str, Any] = {"algorithm": algorithm, "alpha": a.tolist(), "A": A_.tolist(),
+                               "B": B_.tolist()}
+    if not np.isfinite(a).all():
+        if algorithm == "ncp":  # PS-DSF servers have no NCP; their best response is an LP
+            algorithm = details["algorithm"] = "best-response"
+            details["note"] = "alpha has inf entries: solved by best responses (PS-DSF leximin there)"
+        elif algorithm != "best-response":
+            raise ParameterError(f"apf-vds: alpha=inf (PS-DSF) works only with algorithm=best-response, "
+                                 f"not {algorithm}")
+    scale = utility_scale(inst, a, A_, B_)
+    As, Bs = _scaled(a, A_, B_, scale)  # the same game, numerically tame (see utility_scale)
+    details["utility_scale"] = dict(zip(inst.servers, scale.tolist()))
+    game = _game(inst, a, As, Bs)
+    cap = max_iter or DEFAULT_ITER.get(algorithm, 0)
+    tol = tol or DEFAULT_TOL.get(algorithm, 0.0)
+    tight = None
+    if algorithm == "ncp":
+        run = _solve_ncp(inst, session, game, a, As, Bs, polish, details)
+        if isinstance(run, Solution):
+            return run
+        x, lam, status, message = run
+    elif algorithm == "best-response":
+        x, status, info, responders = best_response(inst, session, a, As, Bs, tol, cap)
+        message = info.pop("message", "")
+        details.update(info)
+        duals = [responders[r.server].multipliers() if r.server in responders else np.zeros(0)
+                 for r in game.rows] if np.isfinite(a).all() else []
+        lam = duals if duals and all(d is not None and len(d) == len(r.capacity)
+                                     for d, r in zip(duals, game.rows)) else None
+    elif algorithm == "ps-mfa":
+        x, lam, status, traj = ps_mfa(game, uniform_split(inst), tol=tol, max_iter=cap,
+                                      expired=session.expired)
+        details.update(trajectory=traj, iterations=len(traj))
+        message = "" if status.ok else f"PS-MFA stopped ({status.value}) at merit {traj[-1]['merit']:.2e}"
+    else:
+        x, lam, status, traj = distributed_heuristic(game, uniform_split(inst), epsilon, kappa,
+                                                     psi_tol=tol, max_iter=cap, expired=session.expired)
+        tight = [li > 0 for li in lam]  # the penalty multipliers (57) say which rows bind
+        details.update(trajectory=traj, iterations=traj[-1]["iteration"] if traj else 0)
+        message = "" if status.ok else f"distributed heuristic stopped ({status.value}) at Ψ " \
+                                       f"{traj[-1]['psi']:.2e}"
+    if lam is None:
+        lam = game.multipliers(x)
+    if polish and np.isfinite(a).all() and "polish" not in details:
+        x, lam, details["polish"] = newton_polish(game, x, lam, tight=tight)
+    lam = [li / scale[r.server] for li, r in zip(lam, game.rows)]  # back to the user's g
+    nash = nash_conditions(inst, x, a.tolist(), A_.tolist(), B_.tolist(), lam=lam, session=session,
+                           gains=gains)
+    details.update({k: nash[k] for k in ("ncp_residual", "psi", "best_response_gain", "per_server_gain",
+                                         "multipliers")})
+    details["deviation_from_psdsf"] = dict(zip(inst.users, deviation_from_psdsf(inst, x).tolist()))
+    exact = _is_equilibrium(x, nash)
+    if algorithm == "ncp":
+        if not exact and status is Status.OPTIMAL:
+            status = Status.CONVERGED if nash["ncp_residual"] <= 1e-5 * max(1.0, x.max()) else Status.ERROR
+            message = f"NCP residual {nash['ncp_residual']:.2e} at the end of the relaxation loop"
+    elif status is Status.ITERATION_LIMIT and exact and details.get("polish", {}).get("polished"):
+        status = Status.CONVERGED
+        message = (f"{algorithm} reached its iteration cap; Newton's method on the active set of its last "
+                   f"iterate solved the NCP (residual {nash['ncp_residual']:.1e})")
+    return Solution(x, status, message, details=details, zero_tol=1e-12)
+
+
+def _is_equilibrium(x: np.ndarray, nash: dict[str, Any], tol: float = 1e-8) -> bool:
+    gain = nash.get("best_response_gain")
+    return bool(nash["ncp_residual"] <= tol * max(1.0, float(x.max(initial=0.0)))
+                and (gain is None or gain <= tol))
+
+
+def _solve_ncp(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A: np.ndarray,
+               B: np.ndarray, polish: bool, details: dict[str, Any]
+               ) -> Solution | tuple[np.ndarray, list[np.ndarray], Status, str]:
+    """The Pyomo NCP through the Scholtes loop; once a relaxed solution reveals the active set, a Newton
+    polish (if it solves the NCP to 1e-10) ends the loop early."""
+    m = build(inst, a.tolist(), A.tolist(), B.tolist())
+    relax = ScholtesRelaxation(m)
+    relax.apply()
+    polished: dict[str, Any] = {}
+
+    def exact_from_here(tau: float) -> bool:
+        if not polish or tau > 1e-4:
+            return False
+        xp, lp, info = newton_polish(game, *_ncp_point(m, inst, game))
+        if info["polished"] and info["residual_after"] <= 1e-10:
+            polished.update(x=xp, lam=lp, info=info)
+            return True
+        return False
+
+    out = relax.solve(session, done=exact_from_here)
+    details["scholtes"] = relax.history
+    if not out.has_point and not out.ok:
+        return Solution(np.zeros((inst.n_users, inst.n_servers)), out.status, f"Ipopt: {out.message}",
+                        details=details)
+    if polished:
+        details["polish"] = polished["info"]
+        x, lam = polished["x"], polished["lam"]
+    else:
+        x, lam = _ncp_point(m, inst, game)
+    status = Status.OPTIMAL if out.ok else out.status
+    return x, lam, status, out.message if out.status is Status.CONVERGED else ""

@@ -1,0 +1,354 @@
+r"""PS-DSF — Per-Server Dominant-Share Fairness ([PSDSF] §III; [APF] §2.3).
+
+Every user has a *virtual dominant share* (VDS) with respect to every server it can run on,
+
+.. math::
+
+    \gamma_{n,i} = \delta_{n,i} \min_{r:\, d_{n,r}>0} \frac{c_{i,r}}{d_{n,r}}, \qquad
+    \tilde s_{n,i} = \frac{X_n}{\phi_n\,\gamma_{n,i}}, \qquad X_n = \sum_j x_{n,j}
+    \qquad \text{([PSDSF] (8), (12))}
+
+and an allocation is PS-DSF (Def. 2) when no user's ``X_n`` can grow without taking from some user
+``m`` at some server ``i`` with ``s̃_{m,i} ≤ s̃_{n,i}``. Thm 1: equivalently, every user has a *bottleneck
+resource* at every eligible server — saturated, demanded by it, and held by no user of larger weighted
+VDS there (:func:`fairalloc.verify.psdsf.psdsf_certificate` checks this; every result carries it).
+
+Three ways to compute it (``-p algorithm=...``):
+
+``best-response`` (default)
+    Server ``i``, given the other servers' allocation, solves the weighted lexicographic max-min of its
+    eligible users' VDS — progressive filling (:mod:`~fairalloc.models.maxmin`) on server ``i``'s χ block
+    with the other servers' tasks as constant offsets:
+
+    .. math::
+
+        \operatorname{lexmax}_{x_{\cdot,i} \in \chi_i}\ \Big(\frac{x_{n,i} + \sum_{j\ne i} x_{n,j}}
+            {\phi_n \gamma_{n,i}}\Big)_{n \in N_i}
+
+    At a fixed point every user is blocked at every eligible server by a saturated resource held only by
+    users of no larger VDS: the certificate of Thm 1. Servers respond in turn (Gauss–Seidel sweeps) until
+    no allocation moves by more than ``tol`` (status ``converged``) or ``max_iter`` sweeps pass
+    (``iteration_limit``). One persistent Pyomo model per server; offsets are mutable parameters.
+
+``paper``
+    Algorithm I of [PSDSF] §III-C in numpy: start from DRF on each server alone; each server repeats
+    "minimum VDS ``S*_i`` (16), its users ``N*_i``, their saturated resources ``R*_i``; if some
+    ``r* ∈ R*_i`` passes Corollary 1 drop the users demanding it (17), else *Update-Allocation*": release
+    the allocation of the largest-VDS holder ``n_r`` of each ``r ∈ R*_i`` (18), raise ``N*_i`` by ``β z*``
+    with ``z* = min_r f_{i,r}/D*_{i,r}`` and ``β ∈ (0,1]`` the largest step keeping ``S*_i + βz*`` below
+    the holders' new VDS. Sweeps repeat until a sweep makes no update. Two readings where the text is
+    loose: Corollary 1 and the choice of ``n_r`` range over *all* users eligible at ``i`` (a user already
+    given a bottleneck may still hold a resource with a larger VDS), and "saturated"/"equal" use the
+    relative tolerance ``tol``.
+
+``distributed``
+    [PSDSF] §III-D: every period each server runs the same server procedure once, in a random order
+    (seeded by ``seed``), from the current totals ``X_n`` only. The trajectory (largest change,
+    certificate failures and totals per period) is recorded for plotting.
+
+On the time-shared form ([PSDSF] §IV, [APF] Problem 2) each server has one resource, its time, with
+per-task demand ``1/γ[n,i]``; nothing else changes.
+
+Golden numbers (SPEC §4.1–4.3): Fig. 1 ``x[u1,s1] = x[u2,s2] = 6``; Fig. 2 ``X = (3.6, 3.6, 8, 8)``;
+Table IV (weights 2, 2, 1, 1) ``X = (210, 105, 82.5, 27.5)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+
+from fairalloc.instance import Instance
+from fairalloc.models._perserver import ServerRows, require_per_server, server_rows, weighted_vds
+from fairalloc.models.feasible import feasible_set
+from fairalloc.models.maxmin import add_maxmin, progressive_filling
+from fairalloc.registry import Param, Solution, as_float, as_int, choice, mechanism
+from fairalloc.solvers import Session
+from fairalloc.status import Status, worst
+from fairalloc.verify.psdsf import psdsf_certificate
+
+__all__ = ["ServerLeximin", "algorithm_i", "best_response", "build", "distributed", "server_procedure"]
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------- best response (LP)
+class ServerLeximin:
+    """Server ``i``'s best response: a persistent Pyomo model (χ restricted to ``i``, the VDS with
+    offsets, the max-min block) re-solved by progressive filling whenever the offsets change."""
+
+    def __init__(self, inst: Instance, i: int) -> None:
+        self.inst, self.i = inst, i
+        self.users = np.flatnonzero(inst.runnable[:, i])
+        m = pyo.ConcreteModel(name=f"ps-dsf[{inst.name}]@{inst.servers[i]}")
+        m.chi = feasible_set(inst, servers=[i], task_limits=False)
+        names = [inst.users[n] for n in self.users]
+        s = inst.servers[i]
+        m.offset = pyo.Param(names, mutable=True, initialize=0.0,
+                             doc="tasks of the user on the other servers, Σ_{j≠i} x[n,j]")
+        coef = {inst.users[n]: 1.0 / (inst.weight[n] * inst.gamma[n, i]) for n in self.users}
+        m.vds = pyo.Expression(names, rule=lambda m, u: coef[u] * (m.chi.x[u, s] + m.offset[u]),
+                               doc="weighted VDS (x[n,i] + offset[n]) / (φ_n γ[n,i]) ([PSDSF] (12))")
+        add_maxmin(m, m.vds)
+        self.model = m
+        self._vars = [m.chi.x[u, s] for u in names]
+        self._names = names
+
+    def respond(self, x: np.ndarray, session: Session) -> tuple[np.ndarray, Any]:
+        """Server ``i``'s leximin allocation given ``x`` on the other servers (column ``i`` ignored)."""
+        m, blk = self.model, self.model.maxmin
+        others = x.sum(axis=1) - x[:, self.i]
+        for n, u in zip(self.users, self._names):
+            m.offset[u] = float(others[n])
+            blk.level[u].activate()
+            blk.floor_level[u] = -math.inf
+        out = progressive_filling(m, session, m.vds)
+        col = np.zeros(self.inst.n_users)
+        col[self.users] = [max(0.0, v.value or 0.0) for v in self._vars]
+        return col, out
+
+
+def best_response(inst: Instance, session: Session, tol: float = 1e-8, max_iter: int = 200
+                  ) -> tuple[np.ndarray, Status, dict[str, Any]]:
+    """Gauss–Seidel sweeps of per-server leximin best responses from ``x = 0``."""
+    servers = [i for i in range(inst.n_servers) if inst.runnable[:, i].any()]
+    models = {i: ServerLeximin(inst, i) for i in servers}
+    rows = server_rows(inst)
+    x = np.zeros((inst.n_users, inst.n_servers))
+    history: list[float] = []
+    status, lps, jumps = Status.ITERATION_LIMIT, 0, 0
+    step_before: np.ndarray | None = None
+    for sweep in range(1, max_iter + 1):
+        start = x.copy()
+        for i in servers:
+            col, out = models[i].respond(x, session)
+            lps += out.lps
+            if not out.status.ok:
+                return x, out.status, {"sweeps": sweep, "lps": lps, "max_change": history,
+                                       "message": f"server {inst.servers[i]}: {out.message}"}
+            x[:, i] = col
+        step = x - start
+        change = float(np.abs(step).max(initial=0.0))
+        history.append(change)
+        log.info("ps-dsf best response: sweep %d, largest change %.3g", sweep, change)
+        if change <= tol * max(1.0, float(x.max(initial=0.0))):
+            status = Status.CONVERGED
+            break
+        if session.expired():
+            status = Status.TIME_LIMIT
+            break
+        if step_before is not None and _steady_drift(step_before, step):
+            t = _feasible_ray(rows, x, step)
+            if t > 1.0:  # jump along the drift to where it must stop; sweeps then decide
+                x = np.maximum(x + t * step, 0.0)
+                jumps += 1
+                log.info("ps-dsf best response: steady drift, extrapolated %.3g sweeps ahead", t)
+        step_before = step
+    return x, status, {"sweeps": len(history), "lps": lps, "extrapolations": jumps,
+                       "max_change": history}
+
+
+def _steady_drift(a: np.ndarray, b: np.ndarray) -> bool:
+    """Two consecutive sweeps moved the allocation by (nearly) the same vector: Gauss–Seidel is walking
+    along a ridge of near-proportional servers at a constant pace."""
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    return na > 0 and nb > 0 and float(a.ravel() @ b.ravel()) >= (1 - 1e-6) * na * nb and abs(
+        na - nb) <= 1e-3 * nb
+
+
+def _feasible_ray(rows: list[ServerRows], x: np.ndarray, step: np.ndarray) -> float:
+    """Largest ``t`` with ``x + t·step`` in χ (non-negativity and every server's rows)."""
+    t = np.inf
+    neg = step < 0
+    if neg.any():
+        t = min(t, float(np.min(x[neg] / -step[neg])))
+    for r in rows:
+        grow = r.usage(step[:, r.server])
+        up = grow > 0
+        if up.any():
+            t = min(t, float(np.min(np.maximum(r.slack(x[:, r.server])[up], 0.0) / grow[up])))
+    return t if np.isfinite(t) else 0.0
+
+
+# ---------------------------------------------------------------------- Algorithm I (numpy)
+def _tol(v: float | np.ndarray, tol: float) -> float | np.ndarray:
+    return tol * np.maximum(1.0, np.abs(v))
+
+
+def drf_server(inst: Instance, rows: ServerRows, tol: float = 1e-9) -> np.ndarray:
+    """DRF on server ``i`` alone (weighted water-filling of ``x[n,i]/(φ_n γ[n,i])``): the
+    initialisation of Algorithm I."""
+    i, D, c = rows.server, rows.demand, rows.capacity
+    phig = inst.weight * inst.gamma[:, i]
+    x = np.zeros(inst.n_users)
+    active = list(rows.users)
+    while active:
+        rate = phig[active] @ D[active]
+        free = c - x @ D
+        pos = rate > 0
+        t = float(np.min(free[pos] / rate[pos]))
+        x[active] += phig[active] * t
+        sat = (c - x @ D) <= _tol(c, tol)
+        active = [n for n in active if not (D[n, sat] > 0).any()]
+    return x
+
+
+def server_procedure(inst: Instance, x: np.ndarray, rows: ServerRows, tol: float = 1e-9,
+                     max_steps: int = 10_000) -> tuple[int, bool]:
+    """The inner loop of Algorithm I at one server ("server procedure", [PSDSF] §III-C/D), in place on
+    ``x``. Returns the number of Update-Allocation calls and whether the loop finished."""
+    i, D, c = rows.server, rows.demand, rows.capacity
+    phig = inst.weight * inst.gamma[:, i]
+    elig = rows.users
+    remaining = set(elig.tolist())
+    updates = 0
+    while remaining:
+        act = np.array(sorted(remaining))
+        s = np.zeros(inst.n_users)
+        s[elig] = x.sum(axis=1)[elig] / phig[elig]
+        S = float(s[act].min())  # (16)
+        n_star = act[s[act] <= S + _tol(S, tol)]
+        xi = x[:, i]
+        held = xi > tol * max(1.0, float(x.max(initial=0.0)))
+        usage = xi @ D
+        saturated = usage >= c - _tol(c, tol)
+        r_star = [r for r in np.flatnonzero(saturated) if (D[n_star, r] > 0).any()]
+        bottleneck = None
+        for r in r_star:  # Corollary 1, (14)-(15)
+            holders = elig[held[elig] & (D[elig, r] > 0)]
+            if s[holders].max(initial=-np.inf) <= S + _tol(S, tol):
+                bottleneck = r
+                break
+        if bottleneck is not None:
+            remaining -= set(act[D[act, bottleneck] > 0].tolist())  # (17)
+            continue
+        if updates >= max_steps:
+            return updates, False
+        updates += 1
+        # Update-Allocation(x, i)
+        f = c - usage
+        n_r = set()
+        for r in r_star:
+            holders = elig[held[elig] & (D[elig, r] > 0)]
+            n_r.add(int(holders[np.argmax(s[holders])]))  # (18)
+        for n in n_r:
+            f = f + xi[n] * D[n]
+        d_star = phig[n_star] @ D[n_star]
+        pos = d_star > 0
+        z = float(np.min(f[pos] / d_star[pos]))
+        beta = 1.0
+        for n in n_r:
+            beta = min(beta, (s[n] - S) / (z + xi[n] / phig[n]))
+        x[n_star, i] += beta * phig[n_star] * z
+        for n in n_r:
+            x[n, i] = (1.0 - beta) * xi[n] if beta < 1.0 else 0.0
+    return updates, True
+
+
+def algorithm_i(inst: Instance, tol: float = 1e-9, max_iter: int = 1000
+                ) -> tuple[np.ndarray, Status, dict[str, Any]]:
+    """Algorithm I of [PSDSF]: DRF per server, then server procedures in index order until a whole
+    round makes no update."""
+    rows = server_rows(inst)
+    x = np.zeros((inst.n_users, inst.n_servers))
+    for r in rows:
+        x[:, r.server] = drf_server(inst, r, tol)
+    history: list[int] = []
+    for _ in range(max_iter):
+        updates = 0
+        for r in rows:
+            u, done = server_procedure(inst, x, r, tol)
+            updates += u
+            if not done:
+                return x, Status.ITERATION_LIMIT, {"rounds": len(history) + 1, "updates": history,
+                                                   "message": f"server {inst.servers[r.server]}: "
+                                                              "server procedure did not finish"}
+        history.append(updates)
+        log.info("ps-dsf Algorithm I: round %d, %d updates", len(history), updates)
+        if updates == 0:
+            return x, Status.CONVERGED, {"rounds": len(history), "updates": history}
+    return x, Status.ITERATION_LIMIT, {"rounds": len(history), "updates": history}
+
+
+def distributed(inst: Instance, seed: int = 0, tol: float = 1e-9, max_iter: int = 1000
+                ) -> tuple[np.ndarray, Status, dict[str, Any]]:
+    """[PSDSF] §III-D: one server procedure per server per period, servers in a random order."""
+    rng = np.random.default_rng(seed)
+    rows = server_rows(inst)
+    x = np.zeros((inst.n_users, inst.n_servers))
+    for r in rows:
+        x[:, r.server] = drf_server(inst, r, tol)
+    trajectory: list[dict[str, Any]] = []
+    status = Status.ITERATION_LIMIT
+    for period in range(1, max_iter + 1):
+        before = x.copy()
+        order = rng.permutation(len(rows))
+        updates = 0
+        for k in order:
+            u, done = server_procedure(inst, x, rows[k], tol)
+            updates += u
+            if not done:
+                return x, Status.ITERATION_LIMIT, {"periods": period, "trajectory": trajectory}
+        change = float(np.abs(x - before).max(initial=0.0))
+        cert = psdsf_certificate(inst, x)
+        trajectory.append({"period": period, "order": [inst.servers[rows[k].server] for k in order],
+                           "updates": updates, "max_change": change,
+                           "certificate_failures": len(cert["failures"]),
+                           "tasks": x.sum(axis=1).tolist()})
+        if updates == 0:
+            status = Status.CONVERGED
+            break
+    final = x.sum(axis=1)
+    scale = max(1.0, float(np.abs(final).max(initial=0.0)))
+    for row in trajectory:
+        row["distance"] = float(np.abs(np.asarray(row["tasks"]) - final).max()) / scale
+    return x, status, {"periods": len(trajectory), "seed": seed, "trajectory": trajectory}
+
+
+# ---------------------------------------------------------------------- mechanism
+def build(inst: Instance, **_: Any) -> pyo.ConcreteModel:
+    """The best-response model of the first server that has eligible users (offsets 0)."""
+    require_per_server(inst, "ps-dsf")
+    i = next(i for i in range(inst.n_servers) if inst.runnable[:, i].any())
+    return ServerLeximin(inst, i).model
+
+
+PARAMS = [
+    Param("algorithm", choice("best-response", "paper", "distributed"), "best-response",
+          "best-response (per-server leximin LPs), paper (Algorithm I) or distributed ([PSDSF] §III-D)"),
+    Param("tol", as_float, 1e-8, "convergence tolerance (relative change per sweep; ties and "
+          "saturation in Algorithm I)", lambda v: None if v > 0 else "must be > 0"),
+    Param("max_iter", as_int, 5000, "cap on sweeps / rounds / periods",
+          lambda v: None if v > 0 else "must be > 0"),
+    Param("seed", as_int, 0, "random server order of the distributed algorithm"),
+]
+
+
+@mechanism("ps-dsf", problem="lp", build=build, needs_demands=False, params=PARAMS,
+           reference="[PSDSF] §III, Def. 2, Thm 1, Alg. I",
+           summary="per-server dominant-share fairness: leximin of VDS at every server (fixed point)")
+def solve(inst: Instance, session: Session, algorithm: str = "best-response", tol: float = 1e-8,
+          max_iter: int = 5000, seed: int = 0) -> Solution:
+    require_per_server(inst, "ps-dsf")
+    if algorithm == "best-response":
+        x, status, info = best_response(inst, session, tol, max_iter)
+    elif algorithm == "paper":
+        x, status, info = algorithm_i(inst, min(tol, 1e-9), max_iter)
+    else:
+        x, status, info = distributed(inst, seed, min(tol, 1e-9), max_iter)
+    cert = psdsf_certificate(inst, x)
+    if status is Status.CONVERGED and not cert["holds"]:
+        log.warning("ps-dsf (%s) converged but the certificate fails: %s", algorithm, cert["failures"])
+        status = worst(status, Status.ERROR)
+    vds = weighted_vds(inst, x)
+    message = info.pop("message", "") or ("" if status.ok else f"{algorithm}: {status.value}")
+    if status is Status.ERROR:
+        message = "fixed point reached but the PS-DSF certificate fails (see details.certificate)"
+    return Solution(x, status, message, details={
+        "algorithm": algorithm, **info, "certificate": cert,
+        "weighted_vds": {u: {s: float(vds[n, i]) for i, s in enumerate(inst.servers)
+                             if inst.runnable[n, i]} for n, u in enumerate(inst.users)}})

@@ -1,0 +1,220 @@
+"""αPF-VDS: the NCP solved by Ipopt equals independently computed points — weighted MNW at α = 1
+([APF] Thm 2), PS-DSF with a bottleneck at every server or on time-shared servers (Thms 4–5), PS-DSF in the
+limit α → ∞ (Thm 2, deviation (58)) — and every returned point satisfies the Nash conditions (NCP residual,
+exact best responses). PS-MFA and the distributed heuristic converge on an [APF] Fig. 5-kind cluster."""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+
+import numpy as np
+import pyomo.environ as pyo
+import pytest
+from pyomo.mpec import Complementarity, complements
+
+from fairalloc import Instance, load_instance, solve
+from fairalloc.errors import InstanceError, ParameterError
+from fairalloc.generate import apf_cluster, random_instance
+from fairalloc.models._mpec import ScholtesRelaxation
+from fairalloc.models._perserver import deviation_from_psdsf
+from fairalloc.models.apf_vds import nash_conditions
+from fairalloc.models.feasible import uniform_split
+from fairalloc.solvers import Session
+from fairalloc.verify import feasibility, psdsf_certificate
+
+NASH_TOL = 1e-8
+
+
+def _assert_nash(r, inst):
+    assert r.status.value in ("optimal", "converged"), r.message
+    assert feasibility(inst, r.x)["holds"]
+    assert r.details["ncp_residual"] <= NASH_TOL
+    assert r.details["best_response_gain"] <= NASH_TOL
+    assert all(g <= NASH_TOL for g in r.details["per_server_gain"].values())
+
+
+def _all_positive(seed, N=4, K=3, R=3):
+    rng = np.random.default_rng(seed)
+    return Instance.from_arrays(capacity=rng.uniform(0.5, 2, (K, R)), demand=rng.uniform(0.05, 1, (N, R)),
+                                weight=rng.choice([1.0, 2.0], N))
+
+
+def _bottleneck_at_every_server(seed, N=4, K=3, R=3):
+    """Server i's capacity of one resource ρ(i) shrunk until ρ(i) is every user's dominant resource there
+    ([APF] Def. 2 per server)."""
+    rng = np.random.default_rng(seed)
+    d, c = rng.uniform(0.05, 1, (N, R)), rng.uniform(0.5, 2, (K, R))
+    elig = rng.random((N, K)) > 0.3
+    elig[np.arange(N), rng.integers(0, K, N)] = True
+    for i in range(K):
+        rho = rng.integers(R)
+        c[i, rho] = 0.9 * (d[:, rho] / (d / c[i]).max(axis=1)).min()
+    return Instance.from_arrays(capacity=c, demand=d, weight=rng.choice([1.0, 2.0, 3.0], N), eligible=elig)
+
+
+# ---------------------------------------------------------------------- α = 1 is weighted MNW
+def test_alpha_one_equals_mnw_on_random_instances():
+    # capacity form: d[n,r] is the same on every server, the premise of [APF] Thm 2 (summing (16) over
+    # servers gives Σ φ (y−x)/x ≤ 0); external resources and task limits are outside the game
+    worst = 0.0
+    for k in range(20):
+        kw = [{}, {"placement": True}, {"weights": True, "placement": True}, {"weights": True}][k % 4]
+        inst = random_instance(1000 + k, **kw)
+        a = solve(inst, "apf-vds", alpha=1, gains=False)
+        assert a.status.value == "optimal" and a.details["ncp_residual"] <= NASH_TOL
+        m = solve(inst, "mnw")
+        worst = max(worst, float(np.max(np.abs(a.tasks - m.tasks) / m.tasks)))
+    assert worst <= 1e-5
+
+
+def test_examples_and_nash_conditions(examples):
+    inst = load_instance(examples / "psdsf-fig2.yaml")
+    r = solve(inst, "apf-vds", alpha=1)
+    _assert_nash(r, inst)
+    np.testing.assert_allclose(r.tasks, [3, 4.25, 8.5, 8], rtol=1e-9)  # MNW of Fig. 2, by hand
+    for alpha in (0.5, 2.0, 4.0):
+        r = solve(inst, "apf-vds", alpha=alpha)
+        _assert_nash(r, inst)
+        # recomputed from scratch by the public helper (its own multipliers, its own best responses)
+        nash = nash_conditions(inst, r.x, alpha=alpha)
+        assert nash["ncp_residual"] <= NASH_TOL and nash["best_response_gain"] <= NASH_TOL
+        assert set(nash["per_server_gain"]) == {"s1", "s2"}
+
+
+def test_nash_conditions_see_a_non_equilibrium(examples):
+    inst = load_instance(examples / "psdsf-fig2.yaml")
+    nash = nash_conditions(inst, uniform_split(inst), alpha=2)
+    assert nash["ncp_residual"] > 1e-2 and nash["psi"] > 1e-4 and nash["best_response_gain"] > 1e-2
+
+
+def test_generalised_utility_per_server(examples):
+    inst = load_instance(examples / "psdsf-fig2.yaml")
+    r = solve(inst, "apf-vds", alpha="1.5,3", A="0.5,2", B="0.2,0.05")
+    _assert_nash(r, inst)
+    nash = nash_conditions(inst, r.x, alpha=[1.5, 3], A=[0.5, 2], B=[0.2, 0.05])
+    assert nash["ncp_residual"] <= NASH_TOL and nash["best_response_gain"] <= NASH_TOL
+    best = solve(inst, "apf-vds", alpha="1.5,3", A="0.5,2", B="0.2,0.05", algorithm="best-response")
+    np.testing.assert_allclose(best.tasks, r.tasks, rtol=1e-7)  # unique X when B > 0 ([APF] §4.4)
+
+
+# ---------------------------------------------------------------------- PS-DSF: limit and theorems
+def test_large_alpha_approaches_psdsf():
+    for seed in (0, 2):
+        inst = _all_positive(seed)  # every user demands every resource, so D_n(PS-DSF) = 0
+        psdsf = solve(inst, "ps-dsf")
+        assert deviation_from_psdsf(inst, psdsf.x).max() <= 1e-6  # (58) measures what it claims
+        target = psdsf.tasks
+        dev, dist = [], []
+        for alpha in (1, 2, 4, 8, 16):
+            r = solve(inst, "apf-vds", alpha=alpha, gains=False)
+            assert r.status.value in ("optimal", "converged")
+            D = np.array(list(r.details["deviation_from_psdsf"].values()))
+            dev.append(float(D @ inst.weight / inst.weight.sum()))
+            dist.append(float(np.abs(r.tasks - target).max() / target.max()))
+        assert all(b < a for a, b in pairwise(dev)), dev
+        assert all(b < a for a, b in pairwise(dist)), dist
+        assert dev[-1] < 0.1 * dev[0]
+
+
+@pytest.mark.parametrize("alpha", [0.5, 1.0, 3.0])
+def test_bottleneck_at_every_server_gives_psdsf(alpha):
+    for seed in range(3):
+        inst = _bottleneck_at_every_server(seed)
+        r = solve(inst, "apf-vds", alpha=alpha, gains=False)
+        assert r.status.value == "optimal" and r.details["ncp_residual"] <= NASH_TOL
+        assert psdsf_certificate(inst, r.x)["holds"]
+        np.testing.assert_allclose(r.tasks, solve(inst, "ps-dsf").tasks, rtol=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [0.5, 1.0, 3.0])
+def test_time_shared_servers_give_psdsf(examples, alpha):
+    t3 = load_instance(examples / "psdsf-table3.yaml")
+    r = solve(t3, "apf-vds", alpha=alpha)
+    _assert_nash(r, t3)
+    np.testing.assert_allclose(r.tasks, [210, 105, 82.5, 27.5], rtol=1e-9)
+    for seed in range(3):
+        inst = random_instance(seed, time_shared=True, weights=True, placement=True)
+        r = solve(inst, "apf-vds", alpha=alpha, gains=False)
+        assert psdsf_certificate(inst, r.x)["holds"]
+        np.testing.assert_allclose(r.tasks, solve(inst, "ps-dsf").tasks, rtol=1e-6)
+
+
+def test_alpha_inf_is_psdsf_and_mixes_per_server(examples):
+    inst = load_instance(examples / "psdsf-fig2.yaml")
+    r = solve(inst, "apf-vds", alpha="inf")
+    assert r.details["algorithm"] == "best-response" and r.status.value == "converged"
+    np.testing.assert_allclose(r.tasks, [3.6, 3.6, 8, 8], rtol=1e-7)
+    mixed = solve(inst, "apf-vds", alpha="inf,1")
+    assert mixed.status.value == "converged" and mixed.details["per_server_gain"]["s1"] is None
+    assert mixed.details["per_server_gain"]["s2"] <= NASH_TOL
+    with pytest.raises(ParameterError, match="best-response"):
+        solve(inst, "apf-vds", alpha="inf", algorithm="ps-mfa")
+
+
+# ---------------------------------------------------------------------- the four algorithms
+@pytest.mark.parametrize("algorithm", ["ncp", "best-response", "ps-mfa", "distributed"])
+def test_algorithms_agree_on_the_examples(examples, algorithm):
+    t3 = load_instance(examples / "psdsf-table3.yaml")
+    r = solve(t3, "apf-vds", alpha=1, algorithm=algorithm)
+    _assert_nash(r, t3)
+    np.testing.assert_allclose(r.tasks, [210, 105, 82.5, 27.5], rtol=1e-9)
+    fig1 = load_instance(examples / "psdsf-fig1.yaml")
+    r = solve(fig1, "apf-vds", alpha=3, algorithm=algorithm)
+    _assert_nash(r, fig1)
+    np.testing.assert_allclose(r.x, [[6, 0], [0, 6]], atol=1e-9)
+
+
+def test_psmfa_and_distributed_converge_on_an_apf_cluster():
+    inst = apf_cluster(0, users_per_location=1)  # 3 users, 9 pools, 5 resources ([APF] Fig. 5 kind)
+    ref = solve(inst, "apf-vds", alpha=1, gains=False)
+    for algorithm, key, tol in (("ps-mfa", "merit", 1e-16), ("distributed", "psi", 1e-12)):
+        r = solve(inst, "apf-vds", alpha=1, algorithm=algorithm, gains=False)
+        traj = r.details["trajectory"]
+        # the algorithm itself converged (before any polish), with its measure falling by orders
+        assert r.status.value == "converged" and traj[-1][key] <= tol, (algorithm, traj[-1])
+        assert traj[-1][key] < 1e-8 * traj[0][key]
+        if algorithm == "ps-mfa":  # the heuristic's rows stay ≈ ε·c below capacity: residual O(ε)
+            assert r.details["polish"]["residual_before"] < 1e-6
+        np.testing.assert_allclose(r.tasks, ref.tasks, rtol=1e-6)
+
+
+def test_rejects_bad_parameters_and_instances(examples):
+    inst = load_instance(examples / "psdsf-fig2.yaml")
+    with pytest.raises(ParameterError, match="one per server"):
+        solve(inst, "apf-vds", alpha="1,2,3")
+    with pytest.raises(ParameterError, match="alpha"):
+        solve(inst, "apf-vds", alpha=0)
+    with pytest.raises(ParameterError, match="A = B = 0"):
+        solve(inst, "apf-vds", A=0)
+    with pytest.raises(InstanceError, match="external"):
+        solve(examples / "tsfer-fig2.yaml", "apf-vds")
+
+
+def test_cli(cli, tmp_path):
+    out = tmp_path / "r.json"
+    p = cli("solve", "examples/psdsf-fig1.yaml", "-m", "apf-vds", "-p", "alpha=3", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    res = json.loads(out.read_text())
+    assert res["status"] == "optimal" and res["tasks"] == pytest.approx({"u1": 6.0, "u2": 6.0})
+    assert res["details"]["ncp_residual"] <= NASH_TOL and res["details"]["best_response_gain"] <= NASH_TOL
+
+
+# ---------------------------------------------------------------------- the MPEC reduction alone
+def test_scholtes_relaxation_solves_bard1():
+    """MacMPEC bard1: min (x−5)² + (2y+1)², KKT of the follower as complementarity; optimum 17 at (1, 0)."""
+    m = pyo.ConcreteModel()
+    m.x, m.y = pyo.Var(bounds=(0, None), initialize=1), pyo.Var(bounds=(0, None), initialize=1)
+    m.l = pyo.Var([1, 2, 3], bounds=(0, None), initialize=0)
+    m.obj = pyo.Objective(expr=(m.x - 5) ** 2 + (2 * m.y + 1) ** 2)
+    m.stat = pyo.Constraint(expr=2 * (m.y - 1) - 1.5 * m.x + m.l[1] - 0.5 * m.l[2] + m.l[3] == 0)
+    m.c1 = Complementarity(expr=complements(m.l[1] >= 0, 3 * m.x - m.y - 3 >= 0))
+    m.c2 = Complementarity(expr=complements(m.l[2] >= 0, -m.x + 0.5 * m.y + 4 >= 0))
+    m.c3 = Complementarity(expr=complements(m.l[3] >= 0, -m.x - m.y + 7 >= 0))
+    relax = ScholtesRelaxation(m)
+    relax.apply()
+    out = relax.solve(Session())
+    assert out.ok
+    assert pyo.value(m.obj) == pytest.approx(17.0, abs=1e-6)
+    assert (pyo.value(m.x), pyo.value(m.y)) == pytest.approx((1.0, 0.0), abs=1e-5)
+    assert [h["mpec_bound"] for h in relax.history][-1] == 0.0
