@@ -63,9 +63,12 @@ def test_agrees_with_cvxpy(seed, placement, limits, external):
     assert r.status.value == "optimal"
     assert feasibility(inst, r.x)["holds"]
     ref = _cvxpy_mnw(inst)
-    # the optimal X is unique (strictly concave objective); compare objective and totals
-    assert inst.weight @ np.log(r.tasks) == pytest.approx(inst.weight @ np.log(ref), abs=1e-6)
-    np.testing.assert_allclose(r.tasks, ref, rtol=1e-4)
+    # X is unique (strictly concave objective), but where the problem is dual-degenerate the
+    # objective is flat to first order along a direction of X (e.g. [PSDSF] Table III: moving server
+    # C's time between u3 and u4 changes Σ log X only at second order), so a solver stopping at
+    # tolerance ε pins X down to ~√ε only: compare the objective tightly and the totals loosely
+    assert inst.weight @ np.log(r.tasks) == pytest.approx(inst.weight @ np.log(ref), abs=1e-7)
+    np.testing.assert_allclose(r.tasks, ref, rtol=1e-3)
 
 
 def test_one_resource_closed_form():
