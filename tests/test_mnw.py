@@ -67,7 +67,9 @@ def test_agrees_with_cvxpy(seed, placement, limits, external):
     # objective is flat to first order along a direction of X (e.g. [PSDSF] Table III: moving server
     # C's time between u3 and u4 changes Σ log X only at second order), so a solver stopping at
     # tolerance ε pins X down to ~√ε only: compare the objective tightly and the totals loosely
-    assert inst.weight @ np.log(r.tasks) == pytest.approx(inst.weight @ np.log(ref), abs=1e-7)
+    ours, theirs = inst.weight @ np.log(r.tasks), inst.weight @ np.log(ref)
+    assert ours >= theirs - 1e-8  # never worse than the independent solver (within its tolerance)
+    assert ours == pytest.approx(theirs, abs=1e-6)
     np.testing.assert_allclose(r.tasks, ref, rtol=1e-3)
 
 
