@@ -62,6 +62,7 @@ class MaxMinOutcome:
     levels: dict[Any, float]  # the level each user was frozen at
     rounds: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
+    handle: Any = None  # the solver handle, for a caller that re-solves the same model later
 
     @property
     def lps(self) -> int:
@@ -80,21 +81,42 @@ def _duals(handle: Any, cons: list[Any]) -> np.ndarray | None:
 
 
 def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name: str = "maxmin",
-                        dual_tol: float = 1e-9, tol: float = 1e-9) -> MaxMinOutcome:
+                        dual_tol: float = 1e-9, tol: float = 1e-9, handle: Any = None
+                        ) -> MaxMinOutcome:
     """Run progressive filling on the block added by :func:`add_maxmin`; the final allocation is
-    left in the model's variables."""
+    left in the model's variables.
+
+    ``handle`` re-uses a solver handle opened on ``m`` by an earlier call (a model re-solved with new
+    data, e.g. PS-DSF's per-server best responses); the caller resets the ``level``/``floor`` rows and
+    pushes coefficient or body-constant changes with ``handle.update_rows``. The handle used is
+    returned in ``MaxMinOutcome.handle``.
+    """
     blk = getattr(m, name)
-    active = list(blk.level.keys())
+    active = [n for n in blk.level.keys() if blk.level[n].active]
     levels: dict[Any, float] = {}
     rounds: list[dict[str, Any]] = []
-    handle = session.open(m, "lp")
+    if handle is None:
+        handle = session.open(m, "lp")
+    else:
+        handle.update(variables=False)
     status = Status.OPTIMAL
     while active:
         out = session.run(handle)
+        if out.status is Status.INFEASIBLE and levels:
+            # frozen users are held where earlier rounds left them, each row only to the solver's
+            # feasibility tolerance; after many rounds the floors can be inconsistent by ~1e-8.
+            # Lower every floor by the solver tolerance once and re-solve (never hides a real
+            # infeasibility: the first round has no floors, and χ itself is feasible at x = 0)
+            for n in levels:
+                blk.floor_level[n] = pyo.value(blk.floor_level[n]) - 1e-7 * max(1.0, abs(levels[n]))
+            handle.update(variables=False)
+            log.info("progressive filling round %d: floors inconsistent by solver tolerance; "
+                     "relaxed by 1e-7 and re-solved", len(rounds) + 1)
+            out = session.run(handle)
         status = worst(status, out.status)
         if not out.ok:
             msg = f"round {len(rounds) + 1}: {out.solver} stopped ({out.status}: {out.message})"
-            return MaxMinOutcome(out.status, levels, rounds, msg)
+            return MaxMinOutcome(out.status, levels, rounds, msg, handle)
         t = float(pyo.value(blk.t))
         lps = 1
         y = _duals(handle, [blk.level[n] for n in active])
@@ -108,22 +130,26 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
             lps += probes
             how = "probe LPs"
             if bad is not None:
-                return MaxMinOutcome(bad.status, levels, rounds, f"probe LP stopped: {bad.message}")
+                return MaxMinOutcome(bad.status, levels, rounds, f"probe LP stopped: {bad.message}",
+                                     handle)
             if not blocked:  # cannot happen with exact arithmetic; never loop forever
                 return MaxMinOutcome(Status.ERROR, levels, rounds,
-                                     f"round {len(rounds) + 1}: no blocked user found at t = {t}")
-        floor = t - tol * max(1.0, abs(t))
+                                     f"round {len(rounds) + 1}: no blocked user found at t = {t}",
+                                     handle)
+        margin = tol * max(1.0, abs(t))
         for n in blocked:
             levels[n] = t
             blk.level[n].deactivate()
-            blk.floor_level[n] = floor
+            # hold n where the solver left it (rows hold only to the solver's feasibility tolerance,
+            # so a share may sit a hair below t): the current point stays feasible for the next round
+            blk.floor_level[n] = min(t, float(pyo.value(share[n]))) - margin
         active = [n for n in active if n not in set(blocked)]
         rounds.append({"level": t, "frozen": [str(n) for n in blocked], "lps": lps, "by": how})
         log.info("progressive filling round %d: level %.10g; frozen %s (%s); %d still active",
                  len(rounds), t, names(blocked), how, len(active))
         if active:
             handle.update(variables=False)
-    return MaxMinOutcome(status, levels, rounds)
+    return MaxMinOutcome(status, levels, rounds, handle=handle)
 
 
 def _probe(m: pyo.ConcreteModel, blk: pyo.Block, session: Session, handle: Any, share: Any,

@@ -97,6 +97,8 @@ class ServerLeximin:
         self.model = m
         self._vars = [m.chi.x[u, s] for u in names]
         self._names = names
+        self._rows = [*m.maxmin.level.values(), *m.maxmin.floor.values()]  # bodies hold the offsets
+        self._handle: Any = None
 
     def respond(self, x: np.ndarray, session: Session) -> tuple[np.ndarray, Any]:
         """Server ``i``'s leximin allocation given ``x`` on the other servers (column ``i`` ignored)."""
@@ -106,7 +108,10 @@ class ServerLeximin:
             m.offset[u] = float(others[n])
             blk.level[u].activate()
             blk.floor_level[u] = -math.inf
-        out = progressive_filling(m, session, m.vds)
+        if self._handle is not None:  # same HiGHS model, warm: push the new offsets (row constants)
+            self._handle.update_rows(self._rows)
+        out = progressive_filling(m, session, m.vds, handle=self._handle)
+        self._handle = out.handle
         col = np.zeros(self.inst.n_users)
         col[self.users] = [max(0.0, v.value or 0.0) for v in self._vars]
         return col, out

@@ -131,6 +131,10 @@ class HighsBridge:
     def update(self, variables: bool = True) -> None:
         """Push the model's current bounds, active flags, new constraints and objective to HiGHS.
 
+        Mutable parameters inside constraint *bodies* (coefficients, or constants such as an offset)
+        are compiled into the matrix and the row's constant; push their changes with
+        :meth:`update_rows`.
+
         ``variables=False`` skips re-reading variable bounds (when the caller knows only constraints
         changed: the scan costs ~1 µs per variable).
         """

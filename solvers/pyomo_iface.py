@@ -52,6 +52,9 @@ class PyomoSolver:
     def update(self, variables: bool = True) -> None:
         """Nothing to do: Pyomo's persistent interfaces detect model changes themselves."""
 
+    def update_rows(self, constraints: list[Any]) -> None:
+        """Nothing to do: parameter changes are detected by Pyomo too."""
+
     def solve(self, time_limit: float | None = None, options: dict[str, Any] | None = None,
               kkt: bool = True, warm_start: bool = True) -> SolveOutcome:
         kwargs: dict[str, Any] = {"load_solutions": False, "raise_exception_on_nonoptimal_result": False}

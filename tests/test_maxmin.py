@@ -104,3 +104,20 @@ def test_other_solvers_reach_the_same_leximin(examples, solver):
     r = solve(examples / "psdsf-fig2.yaml", "drfh", solver=solver)
     base = solve(examples / "psdsf-fig2.yaml", "drfh")
     np.testing.assert_allclose(r.tasks, base.tasks, rtol=1e-6)
+
+
+def test_floors_stay_consistent_over_many_rounds():
+    """A PS-DSF server that needs ~30 progressive-filling rounds: floors set from where the solver left
+    each user (not from t) keep every round feasible (this instance once hit `infeasible` at round 26)."""
+    from fairalloc.models.psdsf import ServerLeximin
+    from fairalloc.solvers import Session
+
+    inst = random_instance(7, 60, 12, 3, placement=True, weights=True)
+    i = inst.servers.index("s6")
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 0.05, (inst.n_users, inst.n_servers)) * inst.runnable
+    server = ServerLeximin(inst, i)
+    for _ in range(3):  # re-solved with new offsets on the same HiGHS model
+        col, out = server.respond(x, Session())
+        assert out.status.value == "optimal", out.message
+        x[:, i] = col
