@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["fairalloc.instance", "fairalloc.result", "fairalloc.api"]
+MODULES = ["fairalloc.instance", "fairalloc.result", "fairalloc.api", "fairalloc.metrics"]
 
 
 @pytest.mark.parametrize("name", MODULES)
