@@ -1,0 +1,12 @@
+"""fairalloc's benchmarks: paper reproductions (SPEC §5) and solver/formulation benchmarks.
+
+Every module here that defines ``NAME``, ``DESCRIPTION`` and ``run(out, quick=False)`` is a benchmark.
+``run`` writes ``<NAME>.csv``, ``<NAME>.png`` and ``<NAME>.md`` (a summary the docs include) into the
+folder ``out`` and returns a dict with at least ``name`` and ``files``. Run them with::
+
+    python -m benchmarks                 # list them
+    python -m benchmarks NAME [NAME ...] [--quick] [--out benchmarks/out] [--publish]
+
+``--publish`` copies each summary and figure into ``docs/benchmarks/`` (the pages the docs show).
+Performance claims are ratios measured within one run; nothing here is asserted by the tests.
+"""

@@ -1,0 +1,71 @@
+"""``python -m benchmarks [NAME ...] [--quick] [--out DIR] [--publish]`` — see ``benchmarks/__init__.py``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import pkgutil
+import shutil
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+HERE = Path(__file__).resolve().parent
+DOCS = HERE.parent / "docs" / "benchmarks"
+
+log = logging.getLogger("benchmarks")
+
+
+def discover() -> dict[str, ModuleType]:
+    """Every module of this package that defines ``NAME`` and ``run``."""
+    found: dict[str, ModuleType] = {}
+    for info in sorted(pkgutil.iter_modules([str(HERE)]), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"benchmarks.{info.name}")
+        if hasattr(mod, "NAME") and hasattr(mod, "run"):
+            found[mod.NAME] = mod
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help="benchmarks to run (none: list them)")
+    ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    ap.add_argument("--out", type=Path, default=HERE / "out", help="output folder (default benchmarks/out)")
+    ap.add_argument("--publish", action="store_true", help="copy summaries and figures to docs/benchmarks/")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pyomo").setLevel(logging.ERROR)
+    mods = discover()
+    if not args.names:
+        width = max(map(len, mods), default=0)
+        for name, mod in mods.items():
+            print(f"{name:<{width}}  {mod.DESCRIPTION}")
+        return 0
+    unknown = [n for n in args.names if n not in mods]
+    if unknown:
+        print(f"error: unknown benchmark(s) {', '.join(unknown)} (known: {', '.join(mods)})",
+              file=sys.stderr)
+        return 2
+    for name in args.names:
+        out = args.out / name
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        info = mods[name].run(out, quick=args.quick)
+        print(f"{name}: {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
+        if args.publish:
+            DOCS.mkdir(parents=True, exist_ok=True)
+            for f in info.get("files", []):
+                if Path(f).suffix in {".md", ".png"}:
+                    shutil.copy2(out / f, DOCS / Path(f).name)
+            print(f"{name}: published to {DOCS}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
