@@ -11,7 +11,10 @@ Relative utilitarian welfare restricted to envy-free, sharing-incentive allocati
 
 with ``μ[n,m] = min_{r ∈ R∪E: d[n,r]>0} d[m,r]/d[n,r]`` (the tasks ``n`` runs per task of ``m``'s
 bundle, [TSFER] Lemma 2; ``n`` can only use what ``m`` holds on servers where ``n`` may run) and
-``ψ[n]`` the [TSFER] Def. 6 threshold with weights (:meth:`Instance.si_threshold` ``"tsfer"``). The paper
+``ψ[n]`` the [TSFER] Def. 6 threshold with weights (``si="tsfer"``, the default; ``si="apf"`` takes the
+[APF]/[PSDSF] one instead — every server split by weight, the external resources ignored, so it can be
+infeasible with a scarce external resource; both capped at ``T[n]``,
+:func:`fairalloc.verify.fairness.si_threshold`). The paper
 writes the objective ``Σ X/n_j``, which vanishes for unlimited tasks; SPEC §2 fixes it to ``Σ X/η``.
 Rows with ``μ = 0`` are void and not written.
 
@@ -45,6 +48,7 @@ from fairalloc.models.feasible import allocation, feasible_set
 from fairalloc.registry import Param, Solution, choice, mechanism
 from fairalloc.solvers import Session
 from fairalloc.status import Status
+from fairalloc.verify.fairness import SI_DEFINITIONS, si_threshold
 
 __all__ = ["build", "envy_coefficients", "solve"]
 
@@ -67,7 +71,7 @@ def _form(inst: Instance, form: str) -> str:
     return form
 
 
-def build(inst: Instance, form: str = "auto") -> pyo.ConcreteModel:
+def build(inst: Instance, form: str = "auto", si: str = "tsfer") -> pyo.ConcreteModel:
     """χ, the EF and SI rows and ``max Σ X/η``; with ``form="milp"`` also ``z`` and the big-M rows."""
     inst.require_demands("cru")
     form = _form(inst, form)
@@ -76,11 +80,11 @@ def build(inst: Instance, form: str = "auto") -> pyo.ConcreteModel:
     m.chi = feasible_set(inst)
     chi = m.chi
     eta, phi, T = inst.eta, inst.weight, inst.tasks
-    psi = inst.si_threshold("tsfer")
+    psi = si_threshold(inst, si)
     m.objective = pyo.Objective(expr=sum(chi.X[U[n]] / float(eta[n]) for n in range(inst.n_users)),
                                 sense=pyo.maximize)
     m.sharing_incentive = pyo.Constraint(chi.N, rule=lambda m, u: chi.X[u] >= float(
-        psi[U.index(u)]), doc="X[n] >= psi[n] ([TSFER] Def. 6, weighted, eligible servers)")
+        psi[U.index(u)]), doc=f"X[n] >= psi[n] (sharing incentive, si={si})")
 
     mu = envy_coefficients(inst)
     xs = list(chi.x.values())
@@ -114,10 +118,13 @@ def build(inst: Instance, form: str = "auto") -> pyo.ConcreteModel:
            summary="max Σ X/η over χ with EF and SI rows (one LP; exact MILP with task limits)",
            params=[Param("form", choice("auto", "lp", "milp"), "auto",
                          "auto: the LP without finite task limits, the exact MILP with them; lp: "
-                         "the paper's LP (may be infeasible with limits); milp: always the MILP")])
-def solve(inst: Instance, session: Session, form: str = "auto") -> Solution:
+                         "the paper's LP (may be infeasible with limits); milp: always the MILP"),
+                   Param("si", choice(*SI_DEFINITIONS), "tsfer",
+                         "sharing-incentive rows: tsfer ([TSFER] Def. 6) or apf (every server split by "
+                         "weight; may be infeasible with a scarce external resource)")])
+def solve(inst: Instance, session: Session, form: str = "auto", si: str = "tsfer") -> Solution:
     ran = _form(inst, form)
-    m = build(inst, ran)
+    m = build(inst, ran, si)
     problem = ran = "milp" if hasattr(m, "z") else "lp"  # milp without finite limits is the LP
     options = MILP_OPTIONS if problem == "milp" and "highs" in session.solver_for(problem).name \
         else None
@@ -130,7 +137,7 @@ def solve(inst: Instance, session: Session, form: str = "auto") -> Solution:
                    "solves the exact model")
     U = inst.users
     details = {"form": ran, "objective": out.objective, "eta": dict(zip(U, inst.eta)),
-               "si_threshold": dict(zip(U, inst.si_threshold("tsfer"))),
+               "si": si, "si_threshold": dict(zip(U, si_threshold(inst, si))),
                "envy_rows": len(m.envy_free)}
     if hasattr(m, "z") and out.has_point:
         details["reached_limit"] = [u for u in m.z if (m.z[u].value or 0) > 0.5]

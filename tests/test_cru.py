@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairalloc import Instance, solve
+from fairalloc import Instance, ParameterError, solve
 from fairalloc.generate import random_instance
 from fairalloc.io import load_instance
 from fairalloc.registry import get_mechanism
@@ -101,3 +101,17 @@ def test_build_has_named_rows(examples):
     m = get_mechanism("cru").build(inst)
     assert {"envy_free", "sharing_incentive", "objective"} <= {c.local_name for c in
                                                                m.component_objects()}
+
+
+def test_si_definition_parameter():
+    """-p si=apf ([APF]/[PSDSF] threshold: every server split by weight, external resources ignored) is
+    infeasible when the external resource is scarce; the default [TSFER] threshold is not."""
+    inst = Instance.from_arrays(capacity=[[10.0]], demand=[[1.0], [1.0]], external_capacity=[1.0],
+                                external_demand=[[0.5], [0.5]])
+    r = solve(inst, "cru")
+    assert r.status.value == "optimal" and r.tasks.tolist() == pytest.approx([1.0, 1.0])
+    assert r.details["si"] == "tsfer" and list(r.details["si_threshold"].values()) == [1.0, 1.0]
+    bad = solve(inst, "cru", si="apf")
+    assert bad.status.value == "infeasible"
+    with pytest.raises(ParameterError, match="si='x'"):
+        solve(inst, "cru", si="x")
