@@ -9,7 +9,9 @@ Server ``i`` sees its eligible users ``N_i`` (runnable pairs), its own resource 
 of [PSDSF], PS-MFA and the distributed heuristic of [APF]) are written once.
 
 Neither paper defines its game with a pool shared by several servers or with task limits (both couple the
-servers' decisions into a generalised game), so :func:`require_per_server` rejects such instances.
+servers' decisions into a generalised game), so :func:`require_per_server` rejects such instances — except
+task limits for PS-DSF's best responses, where a user at its limit simply cannot rise (its limit is its
+bottleneck; see :mod:`~fairalloc.models.psdsf`).
 """
 
 from __future__ import annotations
@@ -24,17 +26,19 @@ from fairalloc.instance import Instance
 __all__ = ["ServerRows", "deviation_from_psdsf", "require_per_server", "server_rows", "weighted_vds"]
 
 
-def require_per_server(inst: Instance, mechanism: str) -> None:
-    """Raise a clear error for what the per-server games of [PSDSF]/[APF] do not define."""
+def require_per_server(inst: Instance, mechanism: str, allow_limits: bool = False,
+                       limits_hint: str = "omit 'tasks'") -> None:
+    """Raise a clear error for what the per-server games of [PSDSF]/[APF] do not define (task limits
+    only where ``allow_limits``; ``limits_hint`` says what to do instead)."""
     if inst.external:
         raise InstanceError(f"{inst.name}: mechanism '{mechanism}' is per-server ([PSDSF] §III, [APF] §3): "
                             f"external resources ({', '.join(inst.external)}) couple the servers and "
                             "are not part of its game; use tsf-er, cru or mnw")
-    if inst.has_task_limits:
+    if inst.has_task_limits and not allow_limits:
         users = [u for u, t in zip(inst.users, inst.tasks) if np.isfinite(t)]
         raise InstanceError(f"{inst.name}: mechanism '{mechanism}' is per-server ([PSDSF] §III, [APF] §3): "
                             f"task limits (users {', '.join(users)}) couple the servers and are not "
-                            "part of its game; omit 'tasks'")
+                            f"part of its game; {limits_hint}")
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,13 @@ Three ways to compute it (``-p algorithm=...``):
 On the time-shared form ([PSDSF] §IV, [APF] Problem 2) each server has one resource, its time, with
 per-task demand ``1/γ[n,i]``; nothing else changes.
 
+**Task limits** (an extension; the paper's users have unlimited tasks) are accepted by ``best-response``
+only: server ``i`` may give user ``n`` at most ``T_n − Σ_{j≠i} x[n,j]`` (a column bound of its model), and
+a user that has received ``T_n`` has its limit as its bottleneck everywhere (the certificate's
+``"tasks"``). Like PS-DSF itself, the fixed point need not be unique: on Fig. 2 with ``T[u3] = 4`` the
+sweeps return ``X = (2.8, 2.8, 4, 11.8)`` (``u3`` served by ``s1``), while ``(3.6, 3.6, 4, 10)`` (``u3`` on
+``s2``) carries the certificate too.
+
 Golden numbers (SPEC §4.1–4.3): Fig. 1 ``x[u1,s1] = x[u2,s2] = 6``; Fig. 2 ``X = (3.6, 3.6, 8, 8)``;
 Table IV (weights 2, 2, 1, 1) ``X = (210, 105, 82.5, 27.5)``.
 """
@@ -96,6 +103,9 @@ class ServerLeximin:
         add_maxmin(m, m.vds)
         self.model = m
         self._vars = [m.chi.x[u, s] for u in names]
+        # a task limit leaves room x[n,i] ≤ T_n − Σ_{j≠i} x[n,j] here: a column bound, set per response
+        self._limited = [(k, float(inst.tasks[n])) for k, n in enumerate(self.users)
+                         if np.isfinite(inst.tasks[n])]
         self._names = names
         self._rows = [*m.maxmin.level.values(), *m.maxmin.floor.values()]  # bodies hold the offsets
         self._handle: Any = None
@@ -108,8 +118,12 @@ class ServerLeximin:
             m.offset[u] = float(others[n])
             blk.level[u].activate()
             blk.floor_level[u] = -math.inf
+        for k, T in self._limited:
+            self._vars[k].setub(max(0.0, T - float(others[self.users[k]])))
         if self._handle is not None:  # same HiGHS model, warm: push the new offsets (row constants)
             self._handle.update_rows(self._rows)
+            if self._limited:
+                self._handle.update()  # and the limits' column bounds
         out = progressive_filling(m, session, m.vds, handle=self._handle)
         self._handle = out.handle
         col = np.zeros(self.inst.n_users)
@@ -147,7 +161,7 @@ def best_response(inst: Instance, session: Session, tol: float = 1e-8, max_iter:
             status = Status.TIME_LIMIT
             break
         if step_before is not None and _steady_drift(step_before, step):
-            t = _feasible_ray(rows, x, step)
+            t = _feasible_ray(rows, x, step, inst.tasks)
             if t > 1.0:  # jump along the drift to where it must stop; sweeps then decide
                 x = np.maximum(x + t * step, 0.0)
                 jumps += 1
@@ -165,9 +179,15 @@ def _steady_drift(a: np.ndarray, b: np.ndarray) -> bool:
         na - nb) <= 1e-3 * nb
 
 
-def _feasible_ray(rows: list[ServerRows], x: np.ndarray, step: np.ndarray) -> float:
-    """Largest ``t`` with ``x + t·step`` in χ (non-negativity and every server's rows)."""
+def _feasible_ray(rows: list[ServerRows], x: np.ndarray, step: np.ndarray,
+                  tasks: np.ndarray | None = None) -> float:
+    """Largest ``t`` with ``x + t·step`` in χ (non-negativity, every server's rows, task limits)."""
     t = np.inf
+    if tasks is not None:
+        grow = step.sum(axis=1)
+        up = (grow > 0) & np.isfinite(tasks)
+        if up.any():
+            t = min(t, float(np.min(np.maximum(tasks[up] - x[up].sum(axis=1), 0.0) / grow[up])))
     neg = step < 0
     if neg.any():
         t = min(t, float(np.min(x[neg] / -step[neg])))
@@ -315,9 +335,12 @@ def distributed(inst: Instance, seed: int = 0, tol: float = 1e-9, max_iter: int 
 
 
 # ---------------------------------------------------------------------- mechanism
+LIMITS_HINT = "only algorithm=best-response supports task limits; omit 'tasks' for the others"
+
+
 def build(inst: Instance, **_: Any) -> pyo.ConcreteModel:
     """The best-response model of the first server that has eligible users (offsets 0)."""
-    require_per_server(inst, "ps-dsf")
+    require_per_server(inst, "ps-dsf", allow_limits=True)
     i = next(i for i in range(inst.n_servers) if inst.runnable[:, i].any())
     return ServerLeximin(inst, i).model
 
@@ -338,7 +361,7 @@ PARAMS = [
            summary="per-server dominant-share fairness: leximin of VDS at every server (fixed point)")
 def solve(inst: Instance, session: Session, algorithm: str = "best-response", tol: float = 1e-8,
           max_iter: int = 5000, seed: int = 0) -> Solution:
-    require_per_server(inst, "ps-dsf")
+    require_per_server(inst, "ps-dsf", allow_limits=algorithm == "best-response", limits_hint=LIMITS_HINT)
     if algorithm == "best-response":
         x, status, info = best_response(inst, session, tol, max_iter)
     elif algorithm == "paper":

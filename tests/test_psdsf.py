@@ -86,8 +86,40 @@ def test_rejects_what_the_per_server_game_does_not_define(examples):
     with pytest.raises(InstanceError, match="external"):
         solve(examples / "tsfer-fig2.yaml", "ps-dsf")
     inst = load_instance(examples / "psdsf-fig1.yaml").replace(tasks=np.array([3.0, np.inf]))
-    with pytest.raises(InstanceError, match="task limits"):
-        solve(inst, "ps-dsf")
+    for algorithm in ("paper", "distributed"):  # only the best responses take task limits
+        with pytest.raises(InstanceError, match=r"task limits .* only algorithm=best-response"):
+            solve(inst, "ps-dsf", algorithm=algorithm)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_task_limits_on_one_server_are_drf_with_limits(seed):
+    """On one server PS-DSF is weighted DRF; with task limits, DRF with the same limits (the drf
+    mechanism's progressive filling on the pooled χ, an independent computation)."""
+    inst = random_instance(seed, n_servers=1, limits=True, weights=True)
+    r = solve(inst, "ps-dsf")
+    assert r.status.value == "converged"
+    np.testing.assert_allclose(r.tasks, solve(inst, "drf").tasks, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_task_limits_carry_the_certificate(seed):
+    inst = random_instance(seed, limits=True, placement=True, weights=True)
+    r = solve(inst, "ps-dsf")
+    assert r.status.value == "converged" and feasibility(inst, r.x)["holds"]
+    assert (r.tasks <= inst.tasks * (1 + 1e-9)).all()
+    assert psdsf_certificate(inst, r.x)["holds"]
+
+
+def test_task_limits_fixed_points_are_not_unique(examples):
+    """Fig. 2 with T[u3] = 4: the sweeps let s1 serve u3; u3 on s2 instead is a fixed point too."""
+    inst = load_instance(examples / "psdsf-fig2.yaml").replace(tasks=np.array([np.inf, np.inf, 4, np.inf]))
+    r = solve(inst, "ps-dsf")
+    assert r.tasks == pytest.approx([2.8, 2.8, 4.0, 11.8], rel=1e-6)
+    cert = psdsf_certificate(inst, r.x)
+    assert cert["holds"] and cert["bottleneck"]["u3"] == {"s1": "tasks", "s2": "tasks"}
+    other = np.array([[3.6, 0], [3.6, 0], [0, 4.0], [0, 10.0]])
+    assert psdsf_certificate(inst, other)["holds"]
+    assert not psdsf_certificate(inst.replace(tasks=np.full(4, np.inf)), other)["holds"]
 
 
 def test_cli(cli, tmp_path):

@@ -10,7 +10,8 @@ which no user with a positive allocation has a larger weighted virtual dominant 
     \qquad s_{n,i} = X_n / \gamma_{n,i} \quad \text{([PSDSF] (12)–(13))}.
 
 On the time-shared form each server has one resource, its time: saturated when
-``Σ_m x[m,i]/γ[m,i] = 1``, demanded by every user that can run there.
+``Σ_m x[m,i]/γ[m,i] = 1``, demanded by every user that can run there. A user with a task limit that has
+received it (``X_n = T_n``) cannot rise anywhere: its bottleneck is its limit (``"tasks"``).
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ def psdsf_certificate(inst: Instance, x: np.ndarray, tol: float = 1e-6) -> dict[
     saturated = usage >= cap - tol * np.maximum(1.0, cap)  # (K, R)
     failures: list[dict[str, str]] = []
     bottleneck: dict[str, dict[str, str]] = {}
+    X = x.sum(axis=1)
+    at_limit = X >= inst.tasks - tol * np.maximum(1.0, np.where(np.isfinite(inst.tasks), inst.tasks, 1.0))
     for n, i in np.argwhere(inst.runnable):
-        found = None
-        for r in range(len(names)):
+        found = "tasks" if at_limit[n] else None
+        for r in range(len(names) if found is None else 0):
             if demand[n, i, r] <= 0 or not saturated[i, r]:
                 continue
             rivals = pos[:, i] & (demand[:, i, r] > 0)
