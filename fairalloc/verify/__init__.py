@@ -97,8 +97,8 @@ class Report:
         """One row per item: ``property``, ``holds`` and its scalar measures as text."""
         rows = []
         for name, item in self.items.items():
-            measure = {k: v for k, v in item.items()
-                       if k not in {"holds", "reason", "note"} and not isinstance(v, (dict, list))}
+            measure = {k: (len(v) if isinstance(v, list) else v) for k, v in item.items()
+                       if k not in {"holds", "reason", "note"} and not isinstance(v, dict)}
             rows.append({"property": name, "holds": item.get("holds"),
                          "measure": ", ".join(f"{k}={_short(v)}" for k, v in measure.items()),
                          "reason": item.get("reason", "")})
@@ -114,8 +114,11 @@ def _short(v: Any) -> str:
 
 
 def allocation_for(inst: Instance, result: Result) -> tuple[Instance, np.ndarray]:
-    """The instance the allocation lives on (the pooled one for DRF) and ``x`` aligned with it."""
-    if result.servers == ("pool",) and inst.servers != ("pool",):
+    """The instance the allocation lives on (the pooled one for DRF, whose single server keeps its name
+    when the instance has one server: external resources are pooled all the same) and ``x`` aligned
+    with it."""
+    if (result.servers == ("pool",) and inst.servers != ("pool",)) or (
+            result.mechanism == "drf" and not inst.time_shared and inst.external):
         inst = inst.pooled()
     unknown_s = [s for s in result.servers if s not in inst.servers]
     unknown_u = [u for u in result.users if u not in inst.users]
