@@ -27,7 +27,7 @@ from fairalloc.verify.pareto import pareto
 from fairalloc.verify.strategy import strategy_proof
 
 TOL = 1e-6
-FAST = settings(max_examples=12, deadline=None, derandomize=True,
+FAST = settings(max_examples=30, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
@@ -94,7 +94,7 @@ def test_drf_envy_free_sharing_incentive_pareto(inst):
     assert pareto(pinst, x, TOL)["holds"]
 
 
-@settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(instances(users=(2, 3), servers=(1, 2), resources=(2, 3)))
 def test_drf_strategy_proof(inst):
     r, _, _ = _solved(inst, "drf")
@@ -124,7 +124,7 @@ def test_tsfer_paper_variant_agrees_in_its_setting(inst):
     assert sharing_incentive(pinst, x, "tsfer", TOL)["holds"]
 
 
-@settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(instances(positive=True, external=1, users=(2, 3), servers=(1, 2), resources=(1, 2)))
 def test_tsfer_strategy_proof_on_searched_lies(inst):
     r, _, _ = _solved(inst, "tsf-er")
