@@ -192,6 +192,9 @@ def test_report_keys_inputs_and_frame(examples):
     for other in (as_array, as_doc):
         assert other["envy_free"] == rep["envy_free"] and other["pareto"]["holds"] is True
     json.loads(rep.to_json())
+    import fairalloc
+
+    assert fairalloc.verify(inst, r.x, sp=False).to_dict()["pareto"] == as_array.to_dict()["pareto"]
     with pytest.raises(FairallocError, match="users"):
         verify(inst, {"allocation": {"u9": {"s1": 1.0}}})
     with pytest.raises(FairallocError, match="shape"):

@@ -33,7 +33,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -302,3 +304,14 @@ def verify(instance: Instance | str | os.PathLike[str], allocation: Any, *, si: 
         rep.items[name] = checks[name]() if name in wanted else {"holds": None, "reason": "not requested"}
         rep.timings[name] = time.perf_counter() - t0
     return rep
+
+
+class _CallableModule(types.ModuleType):
+    """``fairalloc.verify(instance, allocation, ...)`` is :func:`verify` (issue 5's spelling), while
+    ``from fairalloc.verify import verify`` and the item modules keep working."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Report:
+        return verify(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
