@@ -203,6 +203,22 @@ def test_report_keys_inputs_and_frame(examples):
         verify(inst, r, si="nope")
 
 
+def test_drf_is_judged_on_its_pool():
+    """DRF pools every server and external resource; on one server with a link the pool keeps the
+    server's name, and the report still judges the allocation on the pool (where DRF is SI)."""
+    inst = Instance.from_arrays(capacity=[[1.0]], demand=[[0.2], [0.5]], external_capacity=[1.0],
+                                external_demand=[[0.3], [0.1]])
+    r = solve(inst, "drf")
+    assert r.servers == ("s1",)
+    rep = verify(inst, r, sp=False)
+    assert rep["sharing_incentive"]["holds"] and rep["envy_free"]["holds"] and rep["pareto"]["holds"]
+    # the same tasks typed by hand, naming no mechanism, are judged on the instance itself, where the
+    # [APF] threshold splits the server but not the link: u1's 2 tasks fall short of 5/2
+    hand = verify(inst, {"allocation": {u: {"s1": float(t)} for u, t in zip(r.users, r.tasks)}})
+    assert hand["feasible"]["holds"] and hand["sharing_incentive"]["holds"] is False
+    assert hand["sharing_incentive"]["apf"]["threshold"] == pytest.approx(2.5)
+
+
 def test_cli_verify_in_process(examples, tmp_path, capsys):
     res = tmp_path / "r.json"
     assert main(["solve", str(examples / "tsfer-placement.yaml"), "-m", "tsf-er", "-p", "variant=paper",

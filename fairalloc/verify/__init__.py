@@ -119,8 +119,9 @@ def allocation_for(inst: Instance, result: Result) -> tuple[Instance, np.ndarray
     """The instance the allocation lives on (the pooled one for DRF, whose single server keeps its name
     when the instance has one server: external resources are pooled all the same) and ``x`` aligned
     with it."""
-    if (result.servers == ("pool",) and inst.servers != ("pool",)) or (
-            result.mechanism == "drf" and not inst.time_shared and inst.external):
+    lone_pool = (result.mechanism == "drf" and inst.n_servers == 1 and bool(inst.external)
+                 and result.servers == inst.servers)
+    if (result.servers == ("pool",) and inst.servers != ("pool",)) or lone_pool:
         inst = inst.pooled()
     unknown_s = [s for s in result.servers if s not in inst.servers]
     unknown_u = [u for u in result.users if u not in inst.users]
