@@ -110,8 +110,8 @@ def test_psdsf_certificate_on_results_and_perturbed(examples):
     inst = load_instance(examples / "psdsf-fig2.yaml")
     rep = verify(inst, solve(inst, "ps-dsf"), sp=False)
     assert rep["psdsf_certificate"]["holds"] is True and rep["psdsf_certificate"]["failures"] == []
-    # move one task of u3 from s2 to s1: s2 is no longer saturated for anyone, and on s1 u3 (VDS 7/12)
-    # now holds cpu that u1 and u2 (VDS 2.6/6 and 2.6/…) need
+    # move one task of u3 from s2 to s1: s2 (cpu 11.5/12, mem 11/12) is no longer saturated, so u3 and
+    # u4 have no bottleneck resource there
     doc = {"allocation": {"u1": {"s1": 3.6}, "u2": {"s1": 3.6}, "u3": {"s1": 1.0, "s2": 7.0},
                           "u4": {"s2": 8.0}}}
     bad = verify(inst, doc)["psdsf_certificate"]
