@@ -47,3 +47,12 @@ def mechanisms() -> list[str]:
     from fairalloc.registry import all_mechanisms
 
     return [m.name for m in all_mechanisms()]
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    # `fairalloc.verify(instance, result)` without importing the verification layer (and Pyomo) up front
+    if name == "verify":
+        import fairalloc.verify as verify
+
+        return verify
+    raise AttributeError(f"module 'fairalloc' has no attribute {name!r}")

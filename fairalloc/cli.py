@@ -85,13 +85,22 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from fairalloc.io import load_instance
-    from fairalloc.result import Result
-    from fairalloc.verify import verify
+    from fairalloc.verify import read_result, verify
 
     inst = load_instance(args.instance)
-    result = Result.load(args.result)
-    report = verify(inst, result)
+    result = read_result(args.result)
+    if args.sp_budget < 0:
+        raise ParameterError(f"--sp-budget {args.sp_budget}: must be >= 0")
+    if not args.sp_time_limit > 0:
+        raise ParameterError(f"--sp-time-limit {args.sp_time_limit}: must be > 0 seconds")
+    report = verify(inst, result, si=args.si, sp=not args.no_sp and args.sp_budget > 0, seed=args.seed,
+                    sp_budget=args.sp_budget, sp_time_limit=args.sp_time_limit)
     _emit(json.dumps(report.to_dict(), indent=2), args.output)
+    if args.output:
+        failed = report.failed()
+        print(f"verify {result.mechanism or 'allocation'} on {inst.name}: "
+              f"{'fails ' + ', '.join(failed) if failed else 'no property fails'} -> {args.output}",
+              file=sys.stderr)
     return EXIT_OK
 
 
@@ -181,10 +190,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", metavar="OUT.json", help="write the result here")
     s.set_defaults(func=cmd_solve)
 
-    v = sub.add_parser("verify", help="check an allocation against the properties of SPEC §3")
+    v = sub.add_parser("verify", help="check an allocation against the properties of SPEC §3; prints "
+                       "the JSON report and exits 0 whatever the verdicts")
     v.add_argument("instance")
     v.add_argument("result", help="result JSON (from fairalloc solve, another tool, or by hand)")
     v.add_argument("-o", "--output", metavar="REPORT.json")
+    v.add_argument("--si", choices=("apf", "tsfer"),
+                   help="sharing-incentive definition reported at the top (default: the mechanism's paper)")
+    v.add_argument("--seed", type=int, default=0, help="seed of the strategy-proofness search")
+    v.add_argument("--sp-budget", type=int, default=48, metavar="N",
+                   help="re-solves the strategy-proofness search may make (default 48)")
+    v.add_argument("--sp-time-limit", type=float, default=60.0, metavar="SECONDS",
+                   help="time the strategy-proofness search may take (default 60)")
+    v.add_argument("--no-sp", action="store_true", help="skip the strategy-proofness search")
     v.set_defaults(func=cmd_verify)
 
     w = sub.add_parser("show", help="print a mechanism's Pyomo model (or write it as .lp/.nl)")

@@ -34,7 +34,8 @@ import numpy as np
 
 from fairalloc.instance import Instance
 
-__all__ = ["SI_DEFINITIONS", "envy_free", "envy_values", "sharing_incentive", "si_threshold"]
+__all__ = ["SI_DEFINITIONS", "bundle_value", "envy_free", "envy_values", "sharing_incentive",
+           "si_threshold"]
 
 SI_DEFINITIONS = ("apf", "tsfer")
 
@@ -94,6 +95,39 @@ def envy_values(inst: Instance, x: np.ndarray) -> np.ndarray:
                     V[n] = np.minimum(V[n], outside + np.minimum(inside, V[n] - outside))
     V = V * (inst.weight[:, None] / inst.weight[None, :])
     return np.minimum(V, inst.tasks[:, None])
+
+
+def bundle_value(inst: Instance, n: int, x_row: np.ndarray, *, demand: np.ndarray | None = None,
+                 external_demand: np.ndarray | None = None, rates: np.ndarray | None = None) -> float:
+    """``U_n`` of a bundle that is *not* a user's of ``inst``: ``x_row[i]`` tasks on server ``i`` of
+    a task with per-task ``demand`` (server resources) and ``external_demand`` (or, time-shared,
+    ``x_row[i]`` tasks at ``rates[i]``, i.e. the time fraction ``x_row[i]/rates[i]`` of server ``i``),
+    valued by user ``n`` with its true demand, eligibility and task limit, exactly as in
+    :func:`envy_values` (unweighted). The strategy-proofness search values what a liar receives this
+    way: the tasks it can *really* run with the resources its misreport bought.
+    """
+    N = np.array([n])
+    x = np.zeros((2, inst.n_servers))
+    x[1] = np.asarray(x_row, float)
+    if inst.time_shared:
+        fake = np.asarray(rates, float)
+        two = Instance.from_arrays(rates=np.vstack([inst.rates[N], fake]),
+                                   tasks=[inst.tasks[n], np.inf],
+                                   eligible=np.vstack([inst.eligible[N], fake > 0]),
+                                   servers=inst.servers, users=[inst.users[n], "report"])
+    else:
+        d = inst.demand[n] if demand is None else np.asarray(demand, float)
+        e = inst.external_demand[n] if external_demand is None else np.asarray(external_demand, float)
+        two = Instance.from_arrays(capacity=inst.capacity, demand=np.vstack([inst.demand[N], d]),
+                                   tasks=[inst.tasks[n], np.inf],
+                                   eligible=np.vstack([inst.eligible[N], np.ones(inst.n_servers, bool)]),
+                                   external_capacity=inst.external_capacity if inst.external else None,
+                                   external_demand=np.vstack([inst.external_demand[N], e])
+                                   if inst.external else None,
+                                   external_scope=inst.external_scope if inst.external else None,
+                                   servers=inst.servers, resources=inst.resources,
+                                   external=inst.external or None, users=[inst.users[n], "report"])
+    return float(envy_values(two, x)[0, 1])
 
 
 def envy_free(inst: Instance, x: np.ndarray, tol: float = 1e-6) -> dict[str, Any]:
