@@ -251,10 +251,9 @@ def nash_item(inst: Instance, x: np.ndarray, result: Result, tol: float = 1e-6) 
 
 
 def _psdsf_item(inst: Instance, x: np.ndarray) -> dict[str, Any]:
-    if inst.external or inst.has_task_limits:
-        what = "external resources" if inst.external else "task limits"
-        return {"holds": None, "failures": [], "reason": f"{what}: PS-DSF ([PSDSF] Def. 2) is defined "
-                                                         "per server, without them"}
+    if inst.external:  # task limits are fine: a user at its limit has it as its bottleneck
+        return {"holds": None, "failures": [], "reason": "external resources: PS-DSF ([PSDSF] Def. 2) "
+                                                         "is defined per server, without them"}
     return psdsf_certificate(inst, x)
 
 
