@@ -156,7 +156,8 @@ class ApfGame:
             sat = np.flatnonzero(r.slack(x[:, i]) <= sat_tol * np.maximum(1.0, r.capacity))
             served = r.users[x[r.users, i] > 0]
             idle = r.users[x[r.users, i] <= 0]
-            if sat.size and served.size:
+            if sat.size and served.size and np.isfinite(term[r.users, i]).all():
+                # (a user with X_n ≈ 0 has g' = ∞: no finite λ certifies such a point; leave λ = 0)
                 D = r.demand[np.ix_(served, sat)]
                 li[sat], _ = nnls(D, term[served, i])
                 viol = term[idle, i] - r.demand[np.ix_(idle, sat)] @ li[sat]
@@ -281,7 +282,12 @@ def _newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], support: np.nda
             for a, (n, j) in enumerate(pairs):
                 if j == i:
                     J[nx + b, a] = -game.rows[k].demand[n, r]
-        step, *_ = np.linalg.lstsq(J, -F, rcond=None)
+        if not (np.isfinite(J).all() and np.isfinite(F).all()):
+            return x, lam, False  # a user's total at 0 makes g'' infinite: no Newton step from here
+        try:
+            step, *_ = np.linalg.lstsq(J, -F, rcond=None)
+        except np.linalg.LinAlgError:  # SVD did not converge (ill-conditioned J): not polished
+            return x, lam, False
         t, norm = 1.0, float(np.linalg.norm(F))
         while t > 1e-6:  # damped: full steps from a rough start can leave X > 0
             xn, ln = moved(t, step)

@@ -452,6 +452,21 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
     game = _game(inst, a, As, Bs)
     cap = max_iter or DEFAULT_ITER.get(algorithm, 0)
     tol = tol or DEFAULT_TOL.get(algorithm, 0.0)
+    try:
+        return _run(inst, session, game, a, A_, B_, As, Bs, scale, algorithm, tol, cap, epsilon, kappa,
+                    polish, gains, details)
+    except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
+        # numerical breakdown inside an algorithm (e.g. a user's total driven to 0 makes g' infinite):
+        # a status, never a traceback or a number dressed as an equilibrium
+        log.warning("apf-vds (%s) broke down numerically on %s: %r", algorithm, inst.name, exc)
+        return Solution(np.zeros((inst.n_users, inst.n_servers)), Status.ERROR,
+                        f"{algorithm}: numerical breakdown ({type(exc).__name__}: {exc}); try "
+                        "-p algorithm=best-response", details=details)
+
+
+def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.ndarray, B_: np.ndarray,
+         As: np.ndarray, Bs: np.ndarray, scale: np.ndarray, algorithm: str, tol: float, cap: int,
+         epsilon: float, kappa: float, polish: bool, gains: bool, details: dict[str, Any]) -> Solution:
     tight = None
     if algorithm == "ncp":
         run = _solve_ncp(inst, session, game, a, As, Bs, polish, details)

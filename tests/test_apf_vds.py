@@ -218,3 +218,27 @@ def test_scholtes_relaxation_solves_bard1():
     assert pyo.value(m.obj) == pytest.approx(17.0, abs=1e-6)
     assert (pyo.value(m.x), pyo.value(m.y)) == pytest.approx((1.0, 0.0), abs=1e-5)
     assert [h["mpec_bound"] for h in relax.history][-1] == 0.0
+
+
+def test_numerical_breakdown_is_a_status(examples, monkeypatch):
+    """An algorithm that breaks down numerically gives status 'error' with the reason, not a traceback;
+    multipliers and Newton's method at a point where a user's total is ~0 (g' = ∞) do not raise."""
+    import fairalloc.models.apf_vds as apf
+    from fairalloc.models._apf_ncp import _newton
+
+    def broken(*args, **kwargs):
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    monkeypatch.setattr(apf, "ps_mfa", broken)
+    r = solve(examples / "psdsf-fig2.yaml", "apf-vds", algorithm="ps-mfa")
+    assert r.status.value == "error" and "LinAlgError" in r.message and not r.x.any()
+
+    inst = load_instance(examples / "psdsf-fig2.yaml")
+    a, A, B = apf.utility_parameters(inst, 3.0)
+    game = apf._game(inst, a, A, B)
+    x = np.array([[3.6, 0], [3.6, 0], [0, 8], [0, 1e-300]])
+    with np.errstate(all="ignore"):
+        lam = game.multipliers(x)
+        xn, _, ok = _newton(game, x, lam, x > 0, [np.ones(len(r.capacity), bool) for r in game.rows],
+                            5, 1e-13)
+    assert all(np.isfinite(li).all() for li in lam) and not ok and np.array_equal(xn, x)
