@@ -41,14 +41,31 @@ def allocate(inst: Any, mechanism: str) -> tuple[np.ndarray, str]:
 
     if mechanism.startswith("apf-vds"):
         alpha = float(mechanism.split("=")[1])
-        res = solve(inst, "apf-vds", alpha=alpha, gains=False)
-        if not res.ok:
-            log.info("apf-vds α=%g on %s: %s; retrying by best responses", alpha, inst.name,
-                     res.status.value)
-            res = solve(inst, "apf-vds", alpha=alpha, algorithm="best-response", gains=False)
-        return res.x, res.status.value
+        for algorithm in ("ncp", "best-response"):
+            try:
+                res = solve(inst, "apf-vds", alpha=alpha, algorithm=algorithm, gains=False)
+            except np.linalg.LinAlgError as exc:  # the Newton polish can meet a NaN Jacobian
+                path = _keep_failure(inst, f"apf-vds-{alpha:g}-{algorithm}")
+                log.warning("apf-vds α=%g (%s) on %s raised %r (instance saved to %s)", alpha, algorithm,
+                            inst.name, exc, path)
+                continue
+            if res.ok:
+                return res.x, res.status.value
+            log.info("apf-vds α=%g (%s) on %s: %s", alpha, algorithm, inst.name, res.status.value)
+        return np.full((inst.n_users, inst.n_servers), np.nan), "error"
     res = solve(inst, mechanism, **({"algorithm": "paper"} if mechanism == "ps-dsf" else {}))
     return res.x, res.status.value
+
+
+FAILURES = pathlib.Path("benchmarks") / "out" / "failures"
+
+
+def _keep_failure(inst: Any, tag: str) -> pathlib.Path:
+    """Save an instance a mechanism failed on (for a bug report)."""
+    from fairalloc.io import save_instance
+
+    FAILURES.mkdir(parents=True, exist_ok=True)
+    return save_instance(inst, FAILURES / f"{tag}-{inst.name}-{inst.n_users}.yaml")
 
 
 def measures(inst: Any, x: np.ndarray) -> dict[str, float]:
