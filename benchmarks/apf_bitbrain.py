@@ -57,7 +57,7 @@ def allocate(inst: Any, mechanism: str) -> tuple[np.ndarray, str]:
     return res.x, res.status.value
 
 
-FAILURES = pathlib.Path("benchmarks") / "out" / "failures"
+FAILURES = pathlib.Path(__file__).resolve().parent / "out" / "failures"  # git-ignored
 
 
 def _keep_failure(inst: Any, tag: str) -> pathlib.Path:
