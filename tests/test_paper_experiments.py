@@ -48,3 +48,26 @@ def test_distributed_psdsf_settles_promptly_after_each_change(churn):
     assert all(v is not None and v <= 5 for v in settle.values()), settle
     tasks = info["table_iv"]["ps-dsf"]
     assert tasks["u3"][2] == pytest.approx(82.5) and tasks["u4"][3] == pytest.approx(27.5)
+
+
+def _bitbrain():
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module("benchmarks.apf_bitbrain")
+
+
+def test_psdsf_lead_depends_on_demand_diversity():
+    # docs/benchmarks/papers.md: with similar demand shapes PS-DSF is the most efficient of the three
+    # ([APF] Fig. 12); with diverse ones it falls behind and is far from Pareto optimal
+    from fairalloc.generate import apf_bitbrain
+
+    bench = _bitbrain()
+    similar = apf_bitbrain(1001, 24, 0.25)
+    m = {k: bench.measures(similar, bench.allocate(similar, k)[0]) for k in ("ps-dsf", "drfh", "tsf")}
+    assert m["ps-dsf"]["util_overall"] > max(m["drfh"]["util_overall"], m["tsf"]["util_overall"])
+    diverse = apf_bitbrain(0, 24, 1.0)
+    m = {k: bench.measures(diverse, bench.allocate(diverse, k)[0]) for k in ("ps-dsf", "drfh", "tsf")}
+    assert m["ps-dsf"]["util_overall"] < min(m["drfh"]["util_overall"], m["tsf"]["util_overall"]) - 0.1
+    assert m["ps-dsf"]["domination"] > 1.4  # every user could keep its tasks while the total grows 40 %
+    for k in ("drfh", "tsf"):  # lexicographic max-min over χ is Pareto optimal
+        assert m[k]["domination"] == pytest.approx(1.0, abs=1e-6)
