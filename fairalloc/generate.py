@@ -10,11 +10,15 @@ capacity ``U(0.5, 2)`` and demands ``U(0.02, 0.5)``, optionally scoped to a rand
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+import pandas as pd
 
 from fairalloc.instance import Instance
 
-__all__ = ["FAMILIES", "apf_cluster", "random_instance"]
+__all__ = ["FAMILIES", "apf_bitbrain", "apf_cluster", "four_class_cluster", "google_jobs",
+           "google_jobs_instance", "psdsf_section5", "random_instance"]
 
 FAMILIES = {
     "plain": {},
@@ -135,3 +139,159 @@ def apf_cluster(seed: int | np.random.Generator, users_per_location: int = 10, *
     return Instance.from_arrays(capacity=np.array(caps), demand=np.array(dem), weight=w,
                                 eligible=np.array(elig), users=users, servers=servers,
                                 resources=resources, name=name or f"apf-cluster-{N}")
+
+
+# ---------------------------------------------------------------------- [PSDSF] §V / [APF] Fig. 4
+FOUR_CLASSES = {  # class: (servers, (cpu, mem) per server, normalised to class A)
+    "A": (8, (1.0, 1.0)), "B": (68, (0.5, 0.5)), "C": (33, (0.5, 0.25)), "D": (11, (0.5, 0.75))}
+"""The four server classes of [PSDSF] Fig. 5 / [APF] Fig. 4 (120 servers). [APF] Fig. 4 prints the counts of
+B, C, D (68, 33, 11), so A has 8; they also follow from [PSDSF] Table III (γ of user 1: 80 on A, 340 on B,
+so B has 8.5× as many servers as A) and match the Google cluster's machine mix (Reiss et al. 2011)."""
+
+PSDSF_USERS = {  # [PSDSF] §V: (cpu, mem) per task, weight, eligible classes
+    "u1": ((0.1, 0.1), 2.0, "ABCD"),
+    "u2": ((2 / 15, 0.2), 2.0, "ABCD"),
+    "u3": ((0.2, 0.1), 1.0, "CD"),
+    "u4": ((0.2, 0.3), 1.0, "CD"),
+}
+"""Per-task demands recovered from [PSDSF] Table III (γ per class, pooled over the class's servers): every
+entry of the table pins one ratio, which fixes ``u1 = (0.1, 0.1)`` and the memory of ``u2`` (0.2), ``u3``
+(0.1, from TSF's C column of Table IV) and ``u4`` (0.3). The rest is bounded only: ``c_u2 ≤ 2/15`` (its γ on
+D is 41.25; we take the bound, the closest to the paper's remark that CPU on classes A and B is fully used,
+which no ``c_u2`` consistent with Table III allows), ``c_u3 = 0.2`` (C and D), and ``c_u4 ≤ 0.2``;
+``c_u4 = 0.2`` is the value for which TSF gives Table IV's C and D columns (58.33, 8.05, 27.5)."""
+
+
+def four_class_cluster(expand: bool = False) -> tuple[list[str], np.ndarray, list[str]]:
+    """Servers, capacities ``(K, 2)`` (cpu, mem) and the class of each server of the four-class cluster.
+
+    ``expand=False`` pools every class into one server (``A``…``D``) holding its total capacity;
+    ``expand=True`` lists the 120 servers (``A1``…``D11``). For fluid allocations the two are the same
+    instance: identical servers pooled give the same feasible totals, and the per-server mechanisms scale
+    every user's γ on a pooled class by the same count, so the VDS order is unchanged.
+    """
+    names, caps, classes = [], [], []
+    for cls, (count, per) in FOUR_CLASSES.items():
+        if expand:
+            for k in range(count):
+                names.append(f"{cls}{k + 1}")
+                caps.append(per)
+                classes.append(cls)
+        else:
+            names.append(cls)
+            caps.append(tuple(count * c for c in per))
+            classes.append(cls)
+    return names, np.array(caps, float), classes
+
+
+def psdsf_section5(users: Sequence[str] | None = None, expand: bool = False) -> Instance:
+    """The experiment of [PSDSF] §V (Fig. 5, Tables III–IV): the four-class cluster and four users with
+    weights (2, 2, 1, 1), users 3–4 only on classes C–D (see :data:`PSDSF_USERS` for the demands).
+    ``users`` keeps a subset (the active users, for churn)."""
+    keep = list(users) if users is not None else list(PSDSF_USERS)
+    servers, cap, classes = four_class_cluster(expand)
+    dem = np.array([PSDSF_USERS[u][0] for u in keep])
+    w = np.array([PSDSF_USERS[u][1] for u in keep])
+    elig = np.array([[c in PSDSF_USERS[u][2] for c in classes] for u in keep])
+    return Instance.from_arrays(capacity=cap, demand=dem, weight=w, eligible=elig, users=keep,
+                                servers=servers, resources=("cpu", "mem"),
+                                name="psdsf-section5" + ("-120" if expand else ""))
+
+
+# ---------------------------------------------------------------------- Google-trace-like jobs
+GOOGLE_SLOT = 300.0
+"""Seconds per reallocation period ([APF] §6.2: the trace reports usage every 5 minutes)."""
+GOOGLE_USAGE_LOGNORMAL = (-6.044, 3.705)
+"""(μ, σ) of ``ln m``, the dominant usage of a job in class-A machines, fitted so that with the duration
+distribution of :func:`google_jobs` 53 % of jobs need fewer than 10 quanta and 5 % more than 10⁴ over a
+day ([APF] Fig. 8)."""
+
+
+def google_jobs(seed: int | np.random.Generator, hours: float = 24.0, arrivals_per_slot: float = 1.6, *,
+                latency_share: float = 0.25, ratio_sigma: float = 1.0, max_usage: float = 16.0,
+                warmup_hours: float = 24.0) -> pd.DataFrame:
+    r"""Jobs of a Google-trace-like workload ([APF] §6.1–6.2), synthesised (the trace cannot be fetched).
+
+    One row per job (one job per user, [APF] footnote 9), with columns
+
+    - ``arrival``: the 5-minute slot it starts in — Poisson(``arrivals_per_slot``) arrivals per slot over
+      ``[−warmup, hours)`` so that long jobs are already running at slot 0;
+    - ``duration``: active slots — 1 with probability 0.38, more than a day (log-uniform on 289…8640 slots)
+      with probability 0.16, otherwise log-uniform on 2…288 ([APF] Fig. 8: 38 % of jobs complete within
+      one period, 16 % are active for more than 24 hours);
+    - ``usage``: ``m_n = max_r d_{n,r}``, the job's dominant usage in class-A machines (sum over its
+      tasks), log-normal with :data:`GOOGLE_USAGE_LOGNORMAL`, capped at ``max_usage``; a job needs
+      ``q_n = 300·m_n`` execution quanta per slot ([APF] §6.2);
+    - ``cpu``, ``mem``: its demand ``d_n`` (max component ``m_n``), with ``ln(cpu/mem) ~ N(0, ratio_sigma²)``
+      (Google's memory-to-CPU ratios span about two orders of magnitude: σ ≈ 1);
+    - ``latency_sensitive``: scheduling classes 2–3 (group U2, allowed on classes C–D), probability
+      ``latency_share`` (an assumption: the papers do not give the split).
+    """
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    per_hour = 3600.0 / GOOGLE_SLOT
+    first, last = -round(warmup_hours * per_hour), round(hours * per_hour)
+    counts = rng.poisson(arrivals_per_slot, last - first)
+    arrival = np.repeat(np.arange(first, last), counts)
+    J = arrival.size
+    u = rng.random(J)
+    short = np.floor(np.exp(rng.uniform(np.log(2), np.log(289), J)))
+    long = np.floor(np.exp(rng.uniform(np.log(289), np.log(8641), J)))
+    duration = np.where(u < 0.38, 1.0, np.where(u >= 0.84, long, short)).astype(int)
+    mu, sigma = GOOGLE_USAGE_LOGNORMAL
+    usage = np.minimum(np.exp(rng.normal(mu, sigma, J)), max_usage)
+    ratio = np.exp(rng.normal(0.0, ratio_sigma, J))  # cpu / mem
+    top = np.maximum(ratio, 1.0)
+    frame = pd.DataFrame({
+        "job": [f"j{k + 1}" for k in range(J)], "arrival": arrival, "duration": duration,
+        "usage": usage, "cpu": usage * ratio / top, "mem": usage / top,
+        "latency_sensitive": rng.random(J) < latency_share})
+    return frame[frame.arrival + frame.duration > 0].reset_index(drop=True)
+
+
+def google_jobs_instance(jobs: pd.DataFrame, expand: bool = False, name: str | None = None) -> Instance:
+    """The [APF] Fig. 4 cluster serving ``jobs`` (rows of :func:`google_jobs`): demands ``d̃_n = d_n/m_n``
+    (the normalised demand, one quantum per task-second), equal weights, jobs of U1 only on classes A–B,
+    latency-sensitive ones (U2) everywhere."""
+    servers, cap, classes = four_class_cluster(expand)
+    dem = jobs[["cpu", "mem"]].to_numpy(float)
+    dem = dem / dem.max(axis=1, keepdims=True)
+    public = np.array([c in "AB" for c in classes])
+    elig = public[None, :] | jobs["latency_sensitive"].to_numpy(bool)[:, None]
+    return Instance.from_arrays(capacity=cap, demand=dem, eligible=elig, users=list(jobs["job"]),
+                                servers=servers, resources=("cpu", "mem"),
+                                name=name or f"google-{len(jobs)}")
+
+
+# ---------------------------------------------------------------------- Bitbrain-like VMs on [APF] Fig. 5
+def apf_bitbrain(seed: int | np.random.Generator, n_users: int = 30, heterogeneity: float = 1.0, *,
+                 jitter: float = 0.1, name: str | None = None) -> Instance:
+    r"""The [APF] Fig. 5 data centre serving ``n_users`` VMs whose demands are balanced against it.
+
+    Servers as :func:`apf_cluster` (nine pools: three server types at three locations, each pool with its
+    own storage device and link; every capacity times ``U(1 − jitter, 1 + jitter)``). [APF] §6.1 sizes the
+    data centre to the Bitbrain workload ("enough capacity of each resource to meet the maximum overall
+    usage"), so here the demands are drawn around the capacity mix instead of on a fixed scale:
+    ``d_{n,r} = (C_r/N)·exp(σ z_{n,r})``, ``z ~ N(0, 1)``, ``C_r`` the data centre's total of resource
+    ``r`` and ``σ = heterogeneity``. Every mechanism compared here is invariant to scaling one user's
+    demand vector, so only these log-ratios matter (a common VM-size factor would change nothing).
+    Users are spread evenly over the locations (the first ``N mod 3`` locations get one more) and may run
+    at their own location or a neighbouring one.
+    """
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    resources = ("cpu", "mem", "storage", "up", "down")
+    servers, caps, where = [], [], []
+    for loc, (counts, storage, (up, down)) in APF_LOCATIONS.items():
+        for typ, count in counts.items():
+            ghz, gb = APF_SERVER_TYPES[typ]
+            servers.append(f"{loc}-{typ}")
+            caps.append([count * ghz, count * gb, storage, up, down])
+            where.append(loc)
+    cap = np.array(caps) * rng.uniform(1 - jitter, 1 + jitter, (len(caps), len(resources)))
+    total = cap.sum(axis=0)
+    dem = total / n_users * np.exp(heterogeneity * rng.normal(size=(n_users, len(resources))))
+    locs = list(APF_LOCATIONS)
+    home = [locs[k % len(locs)] for k in range(n_users)]
+    users = [f"{loc}-u{k + 1}" for k, loc in enumerate(home)]
+    elig = np.array([[w in APF_NEIGHBOURS[h] for w in where] for h in home])
+    return Instance.from_arrays(capacity=cap, demand=dem, eligible=elig, users=users, servers=servers,
+                                resources=resources, name=name or f"apf-bitbrain-{n_users}")
