@@ -42,16 +42,12 @@ def allocate(inst: Any, mechanism: str) -> tuple[np.ndarray, str]:
     if mechanism.startswith("apf-vds"):
         alpha = float(mechanism.split("=")[1])
         for algorithm in ("ncp", "best-response"):
-            try:
-                res = solve(inst, "apf-vds", alpha=alpha, algorithm=algorithm, gains=False)
-            except np.linalg.LinAlgError as exc:  # the Newton polish can meet a NaN Jacobian
-                path = _keep_failure(inst, f"apf-vds-{alpha:g}-{algorithm}")
-                log.warning("apf-vds α=%g (%s) on %s raised %r (instance saved to %s)", alpha, algorithm,
-                            inst.name, exc, path)
-                continue
+            res = solve(inst, "apf-vds", alpha=alpha, algorithm=algorithm, gains=False)
             if res.ok:
                 return res.x, res.status.value
-            log.info("apf-vds α=%g (%s) on %s: %s", alpha, algorithm, inst.name, res.status.value)
+            path = _keep_failure(inst, f"apf-vds-{alpha:g}-{algorithm}")
+            log.warning("apf-vds α=%g (%s) on %s: %s — %s (instance saved to %s)", alpha, algorithm,
+                        inst.name, res.status.value, res.message, path)
         return np.full((inst.n_users, inst.n_servers), np.nan), "error"
     res = solve(inst, mechanism, **({"algorithm": "paper"} if mechanism == "ps-dsf" else {}))
     return res.x, res.status.value
