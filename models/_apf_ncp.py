@@ -60,15 +60,18 @@ class ApfGame:
         return np.where(self.P, X / np.where(self.P, self.phig, 1.0), 1.0)
 
     def _powers(self, z: np.ndarray) -> np.ndarray:
-        """``(A_i/z)^{α_i}`` through logs (no overflow for moderate exponents)."""
-        with np.errstate(over="ignore"):
+        """``(A_i/z)^{α_i}`` through logs (no overflow for moderate exponents; ``+∞`` at ``z = 0``, where
+        ``g'`` is infinite: callers test for it instead of numpy warning on stderr)."""
+        with np.errstate(over="ignore", divide="ignore"):
             return np.exp(self.alpha[None, :] * (np.log(self.A[None, :]) - np.log(z)))
 
     def g_prime(self, z: np.ndarray) -> np.ndarray:
-        return self._powers(z) + self.B[None, :] / z
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self._powers(z) + self.B[None, :] / z
 
     def g_second(self, z: np.ndarray) -> np.ndarray:
-        return -(self.alpha[None, :] * self._powers(z) + self.B[None, :] / z) / z
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return -(self.alpha[None, :] * self._powers(z) + self.B[None, :] / z) / z
 
     def g(self, z: np.ndarray) -> np.ndarray:
         a, A = self.alpha[None, :], self.A[None, :]
