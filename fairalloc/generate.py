@@ -98,6 +98,22 @@ APF_LOCATIONS = {  # servers of each type, storage MB/s, link Mb/s (up, down)
     "L3": ({"t1": 25, "t2": 25, "t3": 25}, 32.0, (100.0, 1000.0)),
 }
 APF_NEIGHBOURS = {"L1": ("L1", "L2"), "L2": ("L1", "L2", "L3"), "L3": ("L2", "L3")}
+APF_RESOURCES = ("cpu", "mem", "storage", "up", "down")
+
+
+def _apf_pools(rng: np.random.Generator, jitter: float) -> tuple[list[str], np.ndarray, list[str]]:
+    """The nine pools of [APF] Fig. 5 (one per server type and location, named ``L1-t1``…): names, the
+    capacity matrix over :data:`APF_RESOURCES` with every entry times ``U(1 − jitter, 1 + jitter)``, and
+    each pool's location."""
+    servers, caps, where = [], [], []
+    for loc, (counts, storage, (up, down)) in APF_LOCATIONS.items():
+        for typ, count in counts.items():
+            ghz, gb = APF_SERVER_TYPES[typ]
+            servers.append(f"{loc}-{typ}")
+            caps.append([count * ghz, count * gb, storage, up, down])
+            where.append(loc)
+    noise = rng.uniform(1 - jitter, 1 + jitter, (len(caps), len(APF_RESOURCES)))
+    return servers, np.array(caps) * noise, where
 
 
 def apf_cluster(seed: int | np.random.Generator, users_per_location: int = 10, *,
@@ -117,15 +133,7 @@ def apf_cluster(seed: int | np.random.Generator, users_per_location: int = 10, *
     (``jitter=0`` gives the paper's nominal numbers).
     """
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    resources = ("cpu", "mem", "storage", "up", "down")
-    servers, caps, where = [], [], []
-    for loc, (counts, storage, (up, down)) in APF_LOCATIONS.items():
-        for typ, count in counts.items():
-            ghz, gb = APF_SERVER_TYPES[typ]
-            servers.append(f"{loc}-{typ}")
-            caps.append([count * ghz, count * gb, storage, up, down])
-            where.append(loc)
-    caps = [np.asarray(c) * rng.uniform(1 - jitter, 1 + jitter, len(c)) for c in caps]
+    servers, caps, where = _apf_pools(rng, jitter)
     lo = np.array([0.25, 0.25, 0.1, 0.5, 1.0])
     hi = np.array([4.0, 8.0, 4.0, 20.0, 50.0])
     users, dem, elig = [], [], []
@@ -136,9 +144,9 @@ def apf_cluster(seed: int | np.random.Generator, users_per_location: int = 10, *
             elig.append([w in APF_NEIGHBOURS[loc] for w in where])
     N = len(users)
     w = rng.choice([1.0, 2.0, 3.0], N) if weights else np.ones(N)
-    return Instance.from_arrays(capacity=np.array(caps), demand=np.array(dem), weight=w,
+    return Instance.from_arrays(capacity=caps, demand=np.array(dem), weight=w,
                                 eligible=np.array(elig), users=users, servers=servers,
-                                resources=resources, name=name or f"apf-cluster-{N}")
+                                resources=APF_RESOURCES, name=name or f"apf-cluster-{N}")
 
 
 # ---------------------------------------------------------------------- [PSDSF] §V / [APF] Fig. 4
@@ -278,20 +286,12 @@ def apf_bitbrain(seed: int | np.random.Generator, n_users: int = 30, heterogenei
     at their own location or a neighbouring one.
     """
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    resources = ("cpu", "mem", "storage", "up", "down")
-    servers, caps, where = [], [], []
-    for loc, (counts, storage, (up, down)) in APF_LOCATIONS.items():
-        for typ, count in counts.items():
-            ghz, gb = APF_SERVER_TYPES[typ]
-            servers.append(f"{loc}-{typ}")
-            caps.append([count * ghz, count * gb, storage, up, down])
-            where.append(loc)
-    cap = np.array(caps) * rng.uniform(1 - jitter, 1 + jitter, (len(caps), len(resources)))
+    servers, cap, where = _apf_pools(rng, jitter)
     total = cap.sum(axis=0)
-    dem = total / n_users * np.exp(heterogeneity * rng.normal(size=(n_users, len(resources))))
+    dem = total / n_users * np.exp(heterogeneity * rng.normal(size=(n_users, len(APF_RESOURCES))))
     locs = list(APF_LOCATIONS)
     home = [locs[k % len(locs)] for k in range(n_users)]
     users = [f"{loc}-u{k + 1}" for k, loc in enumerate(home)]
     elig = np.array([[w in APF_NEIGHBOURS[h] for w in where] for h in home])
     return Instance.from_arrays(capacity=cap, demand=dem, eligible=elig, users=users, servers=servers,
-                                resources=resources, name=name or f"apf-bitbrain-{n_users}")
+                                resources=APF_RESOURCES, name=name or f"apf-bitbrain-{n_users}")
