@@ -21,7 +21,10 @@ Policies (``mechanism``):
   allocated at random until nothing more fits (``fill_on="users"``; ``"tasks"`` also fills after every
   task departure). A random fill draws a waiting task uniformly (``fill="task"``: a job with a long
   queue is drawn more often) or a job uniformly (``fill="user"``), and puts it on a uniformly drawn
-  server where it fits.
+  server where it fits. One addition for liveness: when the rounding runs no task at all while tasks
+  wait (every ``x[n,i] < 1``, as happens with many jobs whose shares are spread over servers), the
+  Reallocation fills at random too — otherwise no event would ever come again
+  (``stats["liveness_fills"]`` counts these).
 
 After every event batch the scheduler's incremental free-resource counters are checked against a
 recount from the running tasks (``stats["max_overuse"]``: the largest relative over-allocation of any
@@ -71,6 +74,7 @@ class RoundedPolicy(ClusterState):
         self.solve_kw = dict(solve_kw or {})
         self.cache: dict[tuple[Hashable, ...], np.ndarray] = {}
         self.solves = 0
+        self.liveness_fills = 0
         self.status, self.message = Status.OPTIMAL, ""
 
     def fractional(self) -> np.ndarray | None:
@@ -102,6 +106,11 @@ class RoundedPolicy(ClusterState):
                     if not self.queue[self.keys[k]] or not self._fits(k, i):
                         break
                     self.place(k, int(i))
+        if not self.where and any(self.queue.values()):
+            # every x[n,i] < 1 (many jobs, shares spread over servers): the rounding runs nothing and,
+            # with no task left to finish, no event would ever come; fill so the run can end
+            self.liveness_fills += 1
+            self.random_fill()
         return suspended
 
     def _fits(self, k: int, i: int) -> bool:
@@ -430,12 +439,15 @@ class _Simulation:
         self.emit_bin(t)
         status, message = p.status, p.message
         if status is Status.OPTIMAL and np.isnan(self.finish).any():  # pragma: no cover - a bug
-            status, message = Status.ERROR, "some jobs never finished"
+            status, message = Status.ERROR, (f"{int(np.isnan(self.finish).sum())} jobs never finished: "
+                                             "the scheduler stopped with tasks waiting")
         jct = self.finish - w.arrival
         jobs = pd.DataFrame({"job": w.instance.users, "arrival": w.arrival, "tasks": w.tasks,
                              "duration": w.duration, "finish": self.finish, "jct": jct,
                              "standalone_jct": self.standalone, "jct_factor": self.standalone / jct})
         self.stats.update(solves=p.solves, seconds=time.perf_counter() - t_start)
+        if isinstance(p, RoundedPolicy):
+            self.stats["liveness_fills"] = p.liveness_fills
         return SimulationResult(workload=w.name, mechanism=self.mechanism, model="indivisible",
                                 status=status, jobs=jobs, timeline=pd.DataFrame(self.rows),
                                 parameters=self.parameters, stats=self.stats, message=message)
