@@ -81,6 +81,7 @@ class ClusterState:
         E = self.ext_capacity.size
         self.scope = np.ones((E, K), bool) if external_scope is None else np.asarray(
             external_scope, bool).reshape(E, K)
+        self._scope_f = self.scope.astype(float)
         total = self.capacity.sum(axis=0)
         self.norm = np.where(total > 0, total, 1.0)  # c_r of the best-fit distance
         self.eps = FIT_TOL * self.norm
@@ -172,7 +173,7 @@ class ClusterState:
         if not self.ext_capacity.size:
             return np.zeros((len(self.keys), self.capacity.shape[0]), bool)
         short = self.ext_demand > self.ext_avail[None, :] + self.ext_eps  # (N, E)
-        return (short.astype(int) @ self.scope.astype(int)) > 0
+        return (short @ self._scope_f) > 0
 
     def _server_fit(self, i: int) -> np.ndarray:
         return (self.avail[i][None, :] >= self.demand - self.eps).all(axis=1) & self.eligible[:, i]
@@ -194,6 +195,32 @@ class ClusterState:
         self.where[task] = (key, i)
         self.started.append((task, key, i))
         return task
+
+    def fit_count(self, k: int, i: int) -> int:
+        """How many more tasks of user ``k`` fit on server ``i`` (``n`` fit iff every free amount
+        covers ``n`` demands, as ``n`` one-by-one placements would find)."""
+        if not self.eligible[k, i]:
+            return 0
+        d = self.demand[k]
+        pos = d > 0
+        n = float(np.floor((self.avail[i, pos] + self.eps[pos]) / d[pos]).min()) if pos.any() else np.inf
+        ed = self.ext_demand[k] * self.scope[:, i]
+        epos = ed > 0
+        if epos.any():
+            n = min(n, float(np.floor((self.ext_avail[epos] + self.ext_eps[epos]) / ed[epos]).min()))
+        return int(max(n, 0.0))
+
+    def place_many(self, k: int, i: int, count: int) -> None:
+        """Start ``count`` waiting tasks of user ``k`` on server ``i`` (the caller checked they fit)."""
+        key = self.keys[k]
+        q = self.queue[key]
+        self.avail[i] -= count * self.demand[k]
+        self.ext_avail -= count * self.ext_demand[k] * self.scope[:, i]
+        self.running[k, i] += count
+        for _ in range(count):
+            task = q.popleft()
+            self.where[task] = (key, i)
+            self.started.append((task, key, i))
 
     def release(self, task: int) -> Hashable:
         """A running task stops (completed or suspended); return its user."""
@@ -240,25 +267,30 @@ def allocate_from_queues(state: ClusterState) -> int:
     fits = state.fit_matrix()
     waiting = state.waiting
     count = state.running.sum(axis=1)
-    order = np.arange(len(state.keys))
+    inc = state.inc
+    # rounded: equal shares reached by different sums must tie
+    share = np.array([round(float(c * g), 12) for c, g in zip(count, inc)])
+    uses_ext = (state.ext_demand > 0).any(axis=1)
+    blocked = state._ext_blocked()
+    feas = (waiting > 0) & fits.any(axis=1)  # J^feas (lines 1, 10)
     placed = 0
-    while True:
-        feas = (waiting > 0) & fits.any(axis=1)  # J^feas
-        if not feas.any():
-            return placed
-        cand = np.flatnonzero(feas)
-        # lines 3-4: least active share, then least one-task share (rounded: equal shares reached by
-        # different sums must tie)
-        share = np.round(count[cand] * state.inc[cand], 12)
-        k = int(cand[np.lexsort((order[cand], state.inc[cand], share))[0]])
-        i = state.best_fit(k, fits[k])
-        state.place(k, i)
+    while feas.any():
+        masked = np.where(feas, share, np.inf)
+        cand = np.flatnonzero(masked == masked.min())  # line 3: least active share
+        # line 4: least one-task share; then the earlier user (argmin takes the first)
+        k = int(cand[np.argmin(inc[cand])]) if cand.size > 1 else int(cand[0])
+        i = state.best_fit(k, fits[k])  # line 6
+        state.place(k, i)  # lines 7-8
         placed += 1
         waiting[k] -= 1
         count[k] += 1
-        fits[:, i] = state._server_fit(i)
-        if state.ext_capacity.size:
-            fits &= ~state._ext_blocked()
+        share[k] = round(float(count[k] * inc[k]), 12)  # line 9
+        if uses_ext[k]:  # less of an external resource left: may block users on many servers
+            blocked = state._ext_blocked()
+            fits &= ~blocked
+        fits[:, i] = state._server_fit(i) & ~blocked[:, i]
+        feas = (waiting > 0) & fits.any(axis=1)
+    return placed
 
 
 class OnlineTSFER(ClusterState):

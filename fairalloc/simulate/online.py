@@ -102,22 +102,15 @@ class RoundedPolicy(ClusterState):
         target = np.floor(x + 1e-6).astype(int)  # LP/NLP tolerances: 2.9999999 is 3 tasks
         for k in range(len(self.keys)):
             for i in np.flatnonzero(target[k]):
-                for _ in range(int(target[k, i])):
-                    if not self.queue[self.keys[k]] or not self._fits(k, i):
-                        break
-                    self.place(k, int(i))
+                count = min(int(target[k, i]), len(self.queue[self.keys[k]]), self.fit_count(k, int(i)))
+                if count > 0:
+                    self.place_many(k, int(i), count)
         if not self.where and any(self.queue.values()):
             # every x[n,i] < 1 (many jobs, shares spread over servers): the rounding runs nothing and,
             # with no task left to finish, no event would ever come; fill so the run can end
             self.liveness_fills += 1
             self.random_fill()
         return suspended
-
-    def _fits(self, k: int, i: int) -> bool:
-        if not self.eligible[k, i] or (self.avail[i] < self.demand[k] - self.eps).any():
-            return False
-        need = self.ext_demand[k] * self.scope[:, i]
-        return bool((self.ext_avail >= need - self.ext_eps).all())
 
     def on_events(self, user_event: bool) -> int:
         if user_event or self.fill_on == "tasks":
