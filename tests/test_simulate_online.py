@@ -209,3 +209,5 @@ def test_bad_settings_are_one_error():
     frac = workload([[2]], [[1]], [1.5], [10], [0])
     with pytest.raises(WorkloadError, match="whole number"):
         simulate_online(frac)
+    with pytest.raises(WorkloadError, match="cannot be rounded"):  # DRF allocates on a pooled server
+        simulate_online(workload([[2], [2]], [[1]], [3], [10], [0]), "drf", slot=5)

@@ -33,6 +33,7 @@ from fairalloc.simulate.measure import fairness, instance_utilization
 from fairalloc.simulate.result import SimulationResult
 from fairalloc.simulate.workload import Workload, WorkloadError
 from fairalloc.status import Status
+from fairalloc.verify import allocation_for
 from fairalloc.verify.feasibility import feasibility
 
 __all__ = ["simulate_fluid"]
@@ -91,7 +92,7 @@ def simulate_fluid(workload: Workload, mechanism: str, *, params: dict[str, Any]
             status, message = res.status, f"t = {t:.6g} s, {len(idx)} jobs: {res.message}"
             log.warning("fluid %s stopped: %s", mech.name, message)
             break
-        x = res.x
+        inst, x = allocation_for(inst, res)  # drf allocates on the pooled server
         max_violation = max(max_violation, feasibility(inst, x)["max_violation"])
         if observer is not None:
             observer(t, inst, x)

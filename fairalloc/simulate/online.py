@@ -89,6 +89,9 @@ class RoundedPolicy(ClusterState):
             if not res.ok:
                 self.status, self.message = res.status, f"{len(key)} jobs: {res.message}"
                 return None
+            if res.servers != inst.servers:
+                raise WorkloadError(f"-m {self.mechanism}: allocates on {', '.join(res.servers)}, not on "
+                                    "the servers; its allocation cannot be rounded onto them")
             self.cache[key] = res.x
         x = self.cache[key]
         pos = {k: n for n, k in enumerate(key)}
