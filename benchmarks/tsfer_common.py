@@ -49,8 +49,11 @@ def run_grid(columns: list[tuple[int, float, float, float | None]], mechanisms: 
         wl = google_workload(seed=seed, users=n, rho=rho, bw=bw)
         r = simulate(wl, mech, slot)
         s = r.summary()
+        single = r.jobs["tasks"] == 1
         rows.append({"n": n, "rho": rho, "bw": bw, "slot": slot, "seed": seed, "mechanism": mech,
                      "status": s["status"], "mean_jct_factor": s["mean_jct_factor"],
+                     "jct_factor_one_task": float(r.jobs.jct_factor[single].mean()),
+                     "jct_factor_many_tasks": float(r.jobs.jct_factor[~single].mean()),
                      "utilization": s["utilization"], "min_ef_sat": s["min_ef_sat"],
                      "min_si_sat": s["min_si_sat"], "seconds": r.stats.get("seconds", np.nan)})
     return pd.DataFrame(rows)

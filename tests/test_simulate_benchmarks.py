@@ -50,5 +50,5 @@ def test_cluster_quick(bench, tmp_path):
     assert (df.solves[df.mechanism != "tsf-er-online"] >= 1).all()
     tl = pd.read_csv(tmp_path / "tsfer_cluster_timeline.csv")
     assert set(tl.mechanism) == {"tsf-er-online", "mnw", "cru"} and (tl.end - tl.start <= 3600).all()
-    assert set(info["utilization_below_tsfer"]) == {"mnw", "cru"}
+    assert set(info["utilization_below_tsfer"]["moderate"]) == {"mnw", "cru"}
     assert (tmp_path / "tsfer_cluster.png").stat().st_size > 10_000

@@ -45,9 +45,10 @@ Alibaba PAI GPU trace; Fig. 5 shows the arrived tasks per hour). Synthesised:
 - link: from the cores as above (``max_link`` 100 MHz).
 
 With the default ``jobs_per_hour = 25`` the offered load (task-seconds × demand over capacity × time)
-is about 0.77 of the cluster's 82 GPUs, 0.7 of the 1.5 GHz link and 0.5 of its 1632 cores on average,
-and half as much again at the diurnal peak: busy enough that the scheduler's packing decides whether
-the queue stays stable (the effect of [TSFER] Fig. 7).
+is about 0.8 of the cluster's 82 GPUs, 0.7 of the 1.5 GHz link and 0.5 of its 1632 cores on average
+(seed 0, 14 days: 0.83, 0.70, 0.51), and half as much again at the diurnal peak; heavy-tailed job
+sizes make single days vary much more. 35 jobs/h brings the GPUs and the link to ≈ 0.95: there the
+scheduler's packing decides whether the queue stays stable (the effect of [TSFER] Fig. 7).
 
 Every generator takes a ``seed`` (an int or a ``numpy.random.Generator``) and returns the same workload
 for the same arguments.
