@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fairalloc import Instance, load_instance
-from fairalloc.generate import random_instance
+from fairalloc.generate import FAMILIES, random_instance
 from fairalloc.simulate import Workload, WorkloadError, simulate_fluid
 from fairalloc.verify.feasibility import feasibility
 
@@ -95,6 +97,24 @@ def test_allocation_stays_in_chi_and_work_is_conserved(seed, mechanism):
     assert ((tl["end"] - tl["start"]) * tl["running"]).sum() == pytest.approx(wl.work.sum(), rel=1e-7)
     if mechanism in {"tsf-er", "cru"}:  # EF and SI hold for these with unlimited tasks
         assert tl["min_ef_sat"].min() > 1 - 1e-6 and tl["min_si_sat"].min() > 1 - 1e-6
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), family=st.sampled_from(["scoped", "mixed"]),
+       mechanism=st.sampled_from(["tsf-er", "cru", "relative-utilitarian"]))
+def test_scoped_external_resources_stay_in_chi(seed, family, mechanism):
+    """Hypothesis: several external resources scoped to server subsets, placement constraints and
+    weights — every allocation of the run lies in χ."""
+    rng = np.random.default_rng(seed)
+    inst = random_instance(seed, **{**FAMILIES[family], "limits": False})
+    inst = inst.replace(tasks=rng.integers(1, 20, inst.n_users).astype(float))
+    wl = Workload(inst, np.sort(rng.uniform(0, 10, inst.n_users)), rng.uniform(1, 5, inst.n_users))
+
+    def check(t, sub, x):
+        assert feasibility(sub, x, tol=1e-7)["holds"], t
+
+    r = simulate_fluid(wl, mechanism, observer=check)
+    assert r.ok and r.jobs["finish"].notna().all()
 
 
 def test_a_stopped_solve_is_a_status_not_a_number():

@@ -200,6 +200,27 @@ def test_never_over_allocates_at_any_event(seed, mechanism):
     assert ((sat >= 0) & (sat <= 1)).all().all()
 
 
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), family=st.sampled_from(["scoped", "mixed", "weights"]),
+       mechanism=st.sampled_from(["tsf-er-online", "tsf-er"]), slot=st.sampled_from([2.0, 7.0, np.inf]))
+def test_invariant_on_random_clusters(seed, family, mechanism, slot):
+    """Hypothesis: several (scoped) external resources, placement constraints, weights; Algorithm 2
+    and a rounded baseline; the recount at every event never exceeds a capacity."""
+    rng = np.random.default_rng(seed)
+    inst = random_instance(seed, **{**FAMILIES[family], "limits": False}, missing=0.0)
+    inst = inst.replace(demand=inst.demand / 3, external_demand=inst.external_demand / 3,
+                        tasks=rng.integers(1, 15, inst.n_users).astype(float))
+    wl = Workload(inst, np.sort(rng.uniform(0, 20, inst.n_users)), rng.uniform(1, 10, inst.n_users))
+    try:
+        standalone_concurrency(wl)
+    except WorkloadError:
+        return  # a task that fits nowhere: rejected up front (tested above)
+    log: list[str] = []
+    r = simulate_online(wl, mechanism, slot=slot, check=True, fill_on="tasks", seed=seed,
+                        observer=_invariant_observer(wl, log))
+    assert r.ok and r.jobs["finish"].notna().all() and len(log) >= r.stats["events"]
+
+
 def test_bad_settings_are_one_error():
     wl = workload([[2]], [[1]], [1], [10], [0])
     for kw, words in [({"slot": 0}, "slot"), ({"slot": 1, "overhead": 2}, "never finish"),
