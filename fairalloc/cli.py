@@ -32,6 +32,7 @@ EXIT_OK, EXIT_STATUS, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 # Subcommands contributed by other modules: name -> (module, function adding the parser).
 EXTENSIONS: list[tuple[str, str]] = []
 EXTENSIONS.append(("fairalloc.batch.cli", "add_parser"))  # fairalloc batch (issue 7)
+EXTENSIONS.append(("fairalloc.simulate.cli", "add_parser"))  # fairalloc simulate (issue 8)
 
 
 def _key_values(items: Sequence[str] | None, what: str) -> dict[str, str]:

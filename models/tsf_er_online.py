@@ -1,0 +1,349 @@
+r"""Online TSF-ER with indivisible tasks ([TSFER] §5, Algorithm 2).
+
+Tasks are whole: a task of user ``n`` placed on server ``i`` holds ``d[n,r]`` of every resource ``r`` of
+``i`` and ``d[n,e]`` of every external resource ``e`` that serves ``i`` (``i ∈ S[e]``) until it completes
+or is suspended. Every user has a FIFO *waiting task queue* and an *active task share*
+
+.. math::
+
+    s_n = \frac{\text{running tasks of } n}{\phi_n\,\eta_n}
+
+(``η_n`` of [TSFER] (6), :attr:`Instance.eta`; the weight ``φ_n`` as in [TSFER] §8). The routines of
+Algorithm 2:
+
+- ``TaskArrival`` — append the arrived tasks to their users' queues, then ``AllocateFromQueues``;
+- ``TaskDeparture`` — release the completed tasks' resources, ``s_n ← s_n − 1/(φ_n η_n)`` per task,
+  then ``AllocateFromQueues``;
+- ``Reallocation`` — at the start of a reallocation slot in which some task arrived or departed:
+  suspend every running task and put it back at the front of its queue, set every ``s_n = 0``, release
+  everything, then ``AllocateFromQueues``;
+- ``AllocateFromQueues`` — while some user has a waiting task that fits somewhere (``J^feas``,
+  lines 1, 10): take the users of least ``s_n`` (line 3), among them the one of least one-task share
+  ``1/(φ_n η_n)`` (line 4; remaining ties: the earlier user), and place its first waiting task on the
+  feasible server that fits its demand best (line 6),
+
+  .. math::
+
+      m = \arg\min_{i \in S_{n}} \sum_{r \in R} \Big(\frac{a_{i,r} - d_{n,r}}{c_r}\Big)^2,
+
+  where ``a[i,r]`` is what is still free on server ``i`` and ``c_r = Σ_i c[i,r]`` (the paper assumes
+  capacities normalised so that ``c_r = 1``, §2; dividing by ``c_r`` keeps cores, GB and GPUs
+  comparable; remaining ties: the lower server index); then ``s_n ← s_n + 1/(φ_n η_n)`` (line 9).
+
+The time-keeping (task durations, the slot clock, the 250 ms suspend/resume overhead) belongs to the
+simulator, :mod:`fairalloc.simulate.online`; this module is the scheduler's state and decisions.
+Resources only shrink during ``AllocateFromQueues``, so a user found infeasible stays infeasible until
+the call ends — which is what makes the loop finite and lets it test all users at once.
+
+**As a static mechanism** (``fairalloc solve INSTANCE -m tsf-er-online``): one ``Reallocation`` on an
+empty cluster in which every user has queued ``⌊T[n]⌋`` whole tasks (with ``T[n] = ∞``, more than
+could ever fit: ``⌊η_n⌋ + 1``). The result is the integral allocation TSF-ER's online scheduler makes at a
+reallocation instant, with status ``converged`` (the loop ran until ``J^feas = ∅``). It never exceeds
+a capacity; it is not Pareto optimal in general (tasks are whole) and its task shares are equal only up
+to one task each.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+import numpy as np
+
+from fairalloc.instance import Instance
+from fairalloc.registry import Solution, mechanism
+from fairalloc.solvers import Session
+from fairalloc.status import Status
+
+__all__ = ["ClusterState", "OnlineTSFER", "allocate_from_queues", "one_reallocation"]
+
+log = logging.getLogger(__name__)
+
+FIT_TOL = 1e-9  # relative to each resource's total capacity: float noise, not capacity
+
+
+class ClusterState:
+    """Servers, external resources, the users present, their waiting queues and running tasks.
+
+    Users are keyed by any hashable (the simulator uses job indices); tasks are integer ids the caller
+    chooses. Arrays are kept compact over the users present (row ``k`` = ``self.keys[k]``), so the
+    feasibility of every user on every server is one vectorised comparison.
+    """
+
+    def __init__(self, capacity: np.ndarray, external_capacity: np.ndarray | None = None,
+                 external_scope: np.ndarray | None = None) -> None:
+        self.capacity = np.asarray(capacity, float)  # (K, R)
+        K, R = self.capacity.shape
+        self.ext_capacity = np.zeros(0) if external_capacity is None else np.asarray(
+            external_capacity, float)
+        E = self.ext_capacity.size
+        self.scope = np.ones((E, K), bool) if external_scope is None else np.asarray(
+            external_scope, bool).reshape(E, K)
+        self._scope_f = self.scope.astype(float)
+        total = self.capacity.sum(axis=0)
+        self.norm = np.where(total > 0, total, 1.0)  # c_r of the best-fit distance
+        self.eps = FIT_TOL * self.norm
+        self.ext_eps = FIT_TOL * np.where(self.ext_capacity > 0, self.ext_capacity, 1.0)
+        self.avail = self.capacity.copy()  # a[i, r]
+        self.ext_avail = self.ext_capacity.copy()
+        self.keys: list[Hashable] = []
+        self.row: dict[Hashable, int] = {}
+        self.demand = np.zeros((0, R))
+        self.ext_demand = np.zeros((0, E))
+        self.eligible = np.zeros((0, K), bool)
+        self.inc = np.zeros(0)  # one-task share 1/(φ η)
+        self.running = np.zeros((0, K), int)  # running tasks per (user, server)
+        self.queue: dict[Hashable, deque[int]] = {}
+        self.where: dict[int, tuple[Hashable, int]] = {}  # running task -> (user, server)
+        self.started: list[tuple[int, Hashable, int]] = []  # placements since the last drain
+
+    @classmethod
+    def from_instance(cls, inst: Instance) -> ClusterState:
+        inst.require_demands("indivisible tasks")
+        return cls(inst.capacity, inst.external_capacity, inst.external_scope)
+
+    # ------------------------------------------------------------------ users
+    def add_user(self, key: Hashable, demand: np.ndarray, ext_demand: np.ndarray | None = None,
+                 eligible: np.ndarray | None = None, eta: float = 1.0, weight: float = 1.0) -> None:
+        """A user arrives (with an empty queue). ``eligible`` defaults to every server; servers that
+        lack a resource it demands are never feasible anyway."""
+        if key in self.row:
+            raise ValueError(f"user {key!r} is already present")
+        K, E = self.capacity.shape[0], self.ext_capacity.size
+        self.row[key] = len(self.keys)
+        self.keys.append(key)
+        self.demand = np.vstack([self.demand, np.asarray(demand, float)[None, :]])
+        ed = np.zeros(E) if ext_demand is None else np.asarray(ext_demand, float)
+        self.ext_demand = np.vstack([self.ext_demand, ed[None, :]])
+        el = np.ones(K, bool) if eligible is None else np.asarray(eligible, bool)
+        self.eligible = np.vstack([self.eligible, el[None, :]])
+        self.inc = np.append(self.inc, 1.0 / (weight * eta))
+        self.running = np.vstack([self.running, np.zeros((1, K), int)])
+        self.queue[key] = deque()
+
+    def remove_user(self, key: Hashable) -> None:
+        """A user leaves; it must have nothing running or waiting."""
+        k = self.row.pop(key)
+        if self.running[k].any() or self.queue[key]:
+            raise ValueError(f"user {key!r} still has tasks")
+        del self.queue[key]
+        self.keys.pop(k)
+        for a in ("demand", "ext_demand", "eligible", "inc", "running"):
+            setattr(self, a, np.delete(getattr(self, a), k, axis=0))
+        for j, key2 in enumerate(self.keys[k:], k):
+            self.row[key2] = j
+
+    # ------------------------------------------------------------------ state
+    @property
+    def shares(self) -> np.ndarray:
+        """Active task shares ``s_n`` (running tasks × one-task share), one per present user."""
+        return self.running.sum(axis=1) * self.inc
+
+    @property
+    def waiting(self) -> np.ndarray:
+        return np.array([len(self.queue[k]) for k in self.keys], int)
+
+    def used(self) -> tuple[np.ndarray, np.ndarray]:
+        """Server usage (K × R) and external usage (E), recomputed from the running tasks — not from
+        the incremental ``avail``, so it can check it."""
+        server = self.running.T @ self.demand
+        ext = np.array([(self.running[:, self.scope[e]].sum(axis=1) * self.ext_demand[:, e]).sum()
+                        for e in range(self.ext_capacity.size)])
+        return server, ext
+
+    def overuse(self) -> float:
+        """Largest relative over-allocation of any server or external resource (≤ 0: none)."""
+        server, ext = self.used()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.where(self.capacity > 0, (server - self.capacity) / self.capacity,
+                           np.where(server > 0, np.inf, 0.0))
+            erel = (ext - self.ext_capacity) / self.ext_capacity if ext.size else np.zeros(0)
+        return float(max(rel.max(initial=-np.inf), erel.max(initial=-np.inf), -1.0))
+
+    # ------------------------------------------------------------------ feasibility and placement
+    def fit_matrix(self) -> np.ndarray:
+        """``F[k, i]``: one more task of user ``k`` fits on server ``i`` (server resources and every
+        external resource serving ``i``; placement constraints)."""
+        srv = (self.avail[None, :, :] >= self.demand[:, None, :] - self.eps).all(axis=2)
+        return srv & self.eligible & ~self._ext_blocked()
+
+    def _ext_blocked(self) -> np.ndarray:
+        if not self.ext_capacity.size:
+            return np.zeros((len(self.keys), self.capacity.shape[0]), bool)
+        short = self.ext_demand > self.ext_avail[None, :] + self.ext_eps  # (N, E)
+        return (short @ self._scope_f) > 0
+
+    def _server_fit(self, i: int) -> np.ndarray:
+        return (self.avail[i][None, :] >= self.demand - self.eps).all(axis=1) & self.eligible[:, i]
+
+    def best_fit(self, k: int, servers: np.ndarray) -> int:
+        """Line 6 of AllocateFromQueues: the feasible server whose free resources are closest (squared,
+        normalised) to user ``k``'s demand."""
+        cand = np.flatnonzero(servers)
+        dist = (((self.avail[cand] - self.demand[k]) / self.norm) ** 2).sum(axis=1)
+        return int(cand[int(np.argmin(dist))])
+
+    def place(self, k: int, i: int) -> int:
+        """Start user ``k``'s first waiting task on server ``i``; return the task id."""
+        key = self.keys[k]
+        task = self.queue[key].popleft()
+        self.avail[i] -= self.demand[k]
+        self.ext_avail -= self.ext_demand[k] * self.scope[:, i]
+        self.running[k, i] += 1
+        self.where[task] = (key, i)
+        self.started.append((task, key, i))
+        return task
+
+    def fit_count(self, k: int, i: int) -> int:
+        """How many more tasks of user ``k`` fit on server ``i`` (``n`` fit iff every free amount
+        covers ``n`` demands, as ``n`` one-by-one placements would find)."""
+        if not self.eligible[k, i]:
+            return 0
+        d = self.demand[k]
+        pos = d > 0
+        n = float(np.floor((self.avail[i, pos] + self.eps[pos]) / d[pos]).min()) if pos.any() else np.inf
+        ed = self.ext_demand[k] * self.scope[:, i]
+        epos = ed > 0
+        if epos.any():
+            n = min(n, float(np.floor((self.ext_avail[epos] + self.ext_eps[epos]) / ed[epos]).min()))
+        return int(max(n, 0.0))
+
+    def place_many(self, k: int, i: int, count: int) -> None:
+        """Start ``count`` waiting tasks of user ``k`` on server ``i`` (the caller checked they fit)."""
+        key = self.keys[k]
+        q = self.queue[key]
+        self.avail[i] -= count * self.demand[k]
+        self.ext_avail -= count * self.ext_demand[k] * self.scope[:, i]
+        self.running[k, i] += count
+        for _ in range(count):
+            task = q.popleft()
+            self.where[task] = (key, i)
+            self.started.append((task, key, i))
+
+    def release(self, task: int) -> Hashable:
+        """A running task stops (completed or suspended); return its user."""
+        key, i = self.where.pop(task)
+        k = self.row[key]
+        self.avail[i] += self.demand[k]
+        self.ext_avail += self.ext_demand[k] * self.scope[:, i]
+        self.running[k, i] -= 1
+        return key
+
+    def enqueue(self, key: Hashable, tasks: Iterable[int], front: bool = False) -> None:
+        q = self.queue[key]
+        if front:
+            q.extendleft(reversed(list(tasks)))
+        else:
+            q.extend(tasks)
+
+    def suspend_all(self) -> list[int]:
+        """Suspend every running task, put it back at the front of its queue (in id order) and release
+        everything; return the suspended task ids."""
+        tasks = sorted(self.where)
+        back: dict[Hashable, list[int]] = {}
+        for t in tasks:
+            back.setdefault(self.where[t][0], []).append(t)
+        self.where.clear()
+        self.running[:] = 0
+        self.avail = self.capacity.copy()  # exact: no drift from many += / -=
+        self.ext_avail = self.ext_capacity.copy()
+        for key, ts in back.items():
+            self.enqueue(key, ts, front=True)
+        return tasks
+
+    def drain_started(self) -> list[tuple[int, Hashable, int]]:
+        """Placements (task, user, server) made since the last call."""
+        out, self.started = self.started, []
+        return out
+
+
+def allocate_from_queues(state: ClusterState) -> int:
+    """Procedure ``AllocateFromQueues`` of Algorithm 2 (see the module docstring); returns the number
+    of tasks placed."""
+    if not state.keys:
+        return 0
+    fits = state.fit_matrix()
+    waiting = state.waiting
+    count = state.running.sum(axis=1)
+    inc = state.inc
+    # rounded: equal shares reached by different sums must tie
+    share = np.array([round(float(c * g), 12) for c, g in zip(count, inc)])
+    uses_ext = (state.ext_demand > 0).any(axis=1)
+    blocked = state._ext_blocked()
+    feas = (waiting > 0) & fits.any(axis=1)  # J^feas (lines 1, 10)
+    placed = 0
+    while feas.any():
+        masked = np.where(feas, share, np.inf)
+        cand = np.flatnonzero(masked == masked.min())  # line 3: least active share
+        # line 4: least one-task share; then the earlier user (argmin takes the first)
+        k = int(cand[np.argmin(inc[cand])]) if cand.size > 1 else int(cand[0])
+        i = state.best_fit(k, fits[k])  # line 6
+        state.place(k, i)  # lines 7-8
+        placed += 1
+        waiting[k] -= 1
+        count[k] += 1
+        share[k] = round(float(count[k] * inc[k]), 12)  # line 9
+        if uses_ext[k]:  # less of an external resource left: may block users on many servers
+            blocked = state._ext_blocked()
+            fits &= ~blocked
+        fits[:, i] = state._server_fit(i) & ~blocked[:, i]
+        feas = (waiting > 0) & fits.any(axis=1)
+    return placed
+
+
+class OnlineTSFER(ClusterState):
+    """Algorithm 2: the routines ``TaskArrival``, ``TaskDeparture`` and ``Reallocation``, each ending
+    in :func:`allocate_from_queues`. Placements are read with :meth:`drain_started`."""
+
+    def task_arrival(self, arrived: dict[Hashable, Iterable[int]]) -> int:
+        for key, tasks in arrived.items():
+            self.enqueue(key, tasks)
+        return allocate_from_queues(self)
+
+    def task_departure(self, tasks: Iterable[int]) -> int:
+        for t in tasks:
+            self.release(t)  # s_n falls by 1/(φη): shares are running tasks × one-task share
+        return allocate_from_queues(self)
+
+    def reallocation(self) -> list[int]:
+        """Suspend everything, reset the shares, allocate from the queues; return the suspended
+        tasks (the simulator charges their resume overhead)."""
+        suspended = self.suspend_all()
+        allocate_from_queues(self)
+        return suspended
+
+
+def one_reallocation(inst: Instance) -> np.ndarray:
+    """One ``Reallocation`` on an empty cluster with ``⌊T[n]⌋`` tasks queued per user (``⌊η_n⌋ + 1`` if
+    unlimited); returns the integral allocation ``x[n, i]``."""
+    sched = OnlineTSFER.from_instance(inst)
+    next_id = 0
+    for n, u in enumerate(inst.users):
+        sched.add_user(u, inst.demand[n], inst.external_demand[n], inst.runnable[n],
+                       eta=float(inst.eta[n]), weight=float(inst.weight[n]))
+        T = inst.tasks[n]
+        count = int(np.floor(inst.eta[n] * (1 + 1e-9))) + 1 if not np.isfinite(T) else int(
+            np.floor(T + 1e-9))
+        sched.enqueue(u, range(next_id, next_id + count))
+        next_id += count
+    sched.reallocation()
+    x = np.zeros((inst.n_users, inst.n_servers))
+    x[[sched.row[u] for u in inst.users]] = sched.running
+    return x
+
+
+@mechanism("tsf-er-online", problem="none", needs_demands=True,
+           reference="[TSFER] §5, Alg. 2",
+           summary="indivisible TSF-ER: one Reallocation of Algorithm 2 (⌊T[n]⌋ whole tasks queued "
+           "per user; least task share first, best-fit server); online: fairalloc simulate")
+def solve(inst: Instance, session: Session) -> Solution:
+    x = one_reallocation(inst)
+    share = x.sum(axis=1) / (inst.weight * inst.eta)
+    log.info("tsf-er-online: %d tasks placed; task shares from %.4g to %.4g", int(x.sum()),
+             share.min(), share.max())
+    details: dict[str, Any] = {"eta": dict(zip(inst.users, inst.eta)),
+                               "task_share": dict(zip(inst.users, share)),
+                               "one_task_share": dict(zip(inst.users, 1.0 / (inst.weight * inst.eta)))}
+    return Solution(x, Status.CONVERGED, details=details)
