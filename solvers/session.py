@@ -171,7 +171,11 @@ class Session:
         self.outcomes: list[SolveOutcome] = []
 
     def check(self, problem: str) -> None:
-        """Raise if the user's solver cannot take the mechanism's problem class."""
+        """Raise if the user's solver cannot take the mechanism's problem class (``"none"``: the
+        mechanism makes no solver calls, so naming a solver is a mistake too)."""
+        if self.solver is not None and problem not in PROBLEM_CLASSES:
+            raise ParameterError(f"--solver {self.solver!r}: this mechanism solves no optimisation "
+                                 "problem (it is a combinatorial procedure); omit --solver")
         if self.solver is not None and problem not in SOLVERS[self.solver].classes:
             able = [s.name for s in SOLVERS.values() if problem in s.classes]
             raise ParameterError(f"--solver {self.solver!r} cannot solve {problem.upper()}s "

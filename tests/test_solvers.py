@@ -195,6 +195,9 @@ def test_session_routes_and_checks():
         Session(solver="gurobi-ish")
     with pytest.raises(ParameterError, match="cannot solve NLPs"):
         Session(solver="highs").check("nlp")
+    with pytest.raises(ParameterError, match="solves no optimisation problem"):  # tsf-er-online
+        Session(solver="highs").check("none")
+    Session().check("none")
     s = Session()
     assert s.solver_for("lp").name == "highs" and s.solver_for("nlp").name == "ipopt"
     names = {r["name"]: r for r in solver_table()}
