@@ -30,6 +30,7 @@ from fairalloc.solvers.compile import (
     row_bounds,
 )
 from fairalloc.solvers.kkt import kkt_residuals
+from fairalloc.solvers.linear import column_bounds, load_values
 from fairalloc.solvers.outcome import SolveOutcome
 from fairalloc.status import Status
 
@@ -159,12 +160,12 @@ class HighsBridge:
         if new:
             self._add_rows(new)
         if variables:
-            b = np.array([col_bounds(v) for v in f.variables], float).reshape(-1, 2)
-            changed = np.flatnonzero((b[:, 0] != f.col_lb) | (b[:, 1] != f.col_ub))
+            lb, ub, _ = column_bounds(f.variables)
+            changed = np.flatnonzero((lb != f.col_lb) | (ub != f.col_ub))
             if changed.size:
                 self.h.changeColsBounds(changed.size, changed.astype(np.int32),
-                                        _inf(b[changed, 0]), _inf(b[changed, 1]))
-                f.col_lb, f.col_ub = b[:, 0].copy(), b[:, 1].copy()
+                                        _inf(lb[changed]), _inf(ub[changed]))
+                f.col_lb, f.col_ub = lb, ub
         self._update_objective()
 
     def _add_rows(self, cons: list[Any]) -> None:
@@ -299,9 +300,7 @@ class HighsBridge:
         if has_point:
             self.x = np.asarray(sol.col_value, float)
             self.row_value = np.asarray(sol.row_value, float)
-            for v, val in zip(self.form.variables, self.x):
-                if not v.fixed:
-                    v.set_value(float(val), skip_validation=True)
+            load_values(self.form.variables, self.x)
             out.objective = float(info.objective_function_value)
             if sol.dual_valid:
                 self.row_dual = np.asarray(sol.row_dual, float)

@@ -16,6 +16,7 @@ import numpy as np
 import pyomo.environ as pyo  # noqa: F401  (registers Pyomo's solver plugins)
 
 from fairalloc.errors import SolverUnavailableError
+from fairalloc.solvers.linear import register_with
 from fairalloc.solvers.outcome import SolveOutcome
 from fairalloc.status import Status
 
@@ -45,6 +46,10 @@ class PyomoSolver:
         self.opt = SolverFactory(factory_name)
         if self.opt is None or not self.opt.available():
             raise SolverUnavailableError(f"solver {name!r} is not available (Pyomo '{factory_name}')")
+        if factory_name.startswith("scip"):
+            from pyomo.contrib.solver.solvers.scip import base
+
+            register_with(base._operator_map)  # its walker dispatches on type(node)
         self.options = dict(options or {})
         self.build_seconds = 0.0
         self._duals: dict[Any, float] | None = None
