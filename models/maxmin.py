@@ -80,6 +80,17 @@ def _duals(handle: Any, cons: list[Any]) -> np.ndarray | None:
     return None if fn is None else fn(cons)
 
 
+def _shares(handle: Any, blk: pyo.Block, share: Any, users: list[Any], t: float) -> list[float]:
+    """Current shares of ``users``: from the solver's activities of their ``level`` rows
+    (``share[n] - t``) when it reports them — evaluating a share through Pyomo walks all of the
+    user's terms — else by evaluating the expressions."""
+    fn = getattr(handle, "activities", None)
+    act = None if fn is None else fn([blk.level[n] for n in users])
+    if act is None:
+        return [float(pyo.value(share[n])) for n in users]
+    return (np.asarray(act, float) + t).tolist()
+
+
 def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name: str = "maxmin",
                         dual_tol: float = 1e-9, tol: float = 1e-9, handle: Any = None
                         ) -> MaxMinOutcome:
@@ -137,12 +148,13 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
                                      f"round {len(rounds) + 1}: no blocked user found at t = {t}",
                                      handle)
         margin = tol * max(1.0, abs(t))
-        for n in blocked:
+        held = _shares(handle, blk, share, blocked, t)
+        for n, sn in zip(blocked, held):
             levels[n] = t
             blk.level[n].deactivate()
             # hold n where the solver left it (rows hold only to the solver's feasibility tolerance,
             # so a share may sit a hair below t): the current point stays feasible for the next round
-            blk.floor_level[n] = min(t, float(pyo.value(share[n]))) - margin
+            blk.floor_level[n] = min(t, sn) - margin
         active = [n for n in active if n not in set(blocked)]
         rounds.append({"level": t, "frozen": [str(n) for n in blocked], "lps": lps, "by": how})
         log.info("progressive filling round %d: level %.10g; frozen %s (%s); %d still active",

@@ -339,6 +339,13 @@ class HighsBridge:
         idx = self.form.row_index
         return self.row_dual[[idx[id(c)] for c in cons]]
 
+    def activities(self, cons: Any) -> np.ndarray:
+        """Body values of ``cons`` at the last solve (the solver's row activities plus each row's
+        constant), without evaluating the Pyomo expressions."""
+        f = self.form
+        r = np.fromiter((f.row_index[id(c)] for c in cons), np.int64)
+        return self.row_value[r] + f.row_const[r]
+
     def reduced_cost(self, var: Any) -> float:
         return float(self.col_dual[self.form.columns.index[id(var)]])
 
