@@ -33,7 +33,8 @@ from pyomo.repn import generate_standard_repn
 
 from fairalloc.solvers.linear import ArrayLinearExpression, VarFamily, column_bounds
 
-__all__ = ["Columns", "LinearForm", "NotLinearError", "compile_linear", "linear_terms"]
+__all__ = ["Columns", "LinearForm", "NotLinearError", "bound_sources", "compile_linear",
+           "eval_bounds", "linear_terms", "row_bounds"]
 
 INF = float("inf")
 
@@ -147,13 +148,6 @@ def linear_terms(expr: Any, col: Any, cols: list[int], vals: list[float], where:
     return const
 
 
-def _bound(b: Any) -> float | None:
-    if b is None:
-        return None
-    b = value(b)
-    return None if b is None or b in (INF, -INF) else float(b)
-
-
 @dataclass
 class LinearForm:
     """``sense · min cᵀx + c0`` s.t. ``row_lb ≤ A x ≤ row_ub``, ``col_lb ≤ x ≤ col_ub``."""
@@ -173,6 +167,13 @@ class LinearForm:
     objective: Any
     row_index: dict[int, int] = field(default_factory=dict)
     columns: Columns = field(default_factory=Columns)
+    # per row: the relational expression compiled; its bound expressions when they can change while
+    # the expression stays the same (mutable Params), None when they are plain numbers; its bounds
+    # while active
+    row_expr: list[Any] = field(default_factory=list)
+    row_bound_src: list[Any] = field(default_factory=list)
+    nat_lb: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    nat_ub: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -180,8 +181,25 @@ class LinearForm:
 
 
 def row_bounds(con: Any, const: float) -> tuple[float, float]:
-    lo, up = _bound(con.lower), _bound(con.upper)
-    return (-INF if lo is None else lo - const, INF if up is None else up - const)
+    """``(lower, upper)`` of ``con`` with the body's constant moved into them (``∓inf``: none)."""
+    lo, _, up = con.to_bounded_expression(evaluate_bounds=True)
+    return (-INF if lo is None else float(lo) - const, INF if up is None else float(up) - const)
+
+
+def bound_sources(con: Any) -> tuple[Any, Any] | None:
+    """``None`` when both bounds of ``con`` are plain numbers; else its ``(lower, upper)`` bound
+    expressions, which :func:`eval_bounds` re-evaluates (mutable ``Param`` s, expressions)."""
+    lo, _, up = con.to_bounded_expression()
+    if (lo is None or type(lo) in native_numeric_types) and (
+            up is None or type(up) in native_numeric_types):
+        return None
+    return lo, up
+
+
+def eval_bounds(src: tuple[Any, Any], const: float) -> tuple[float, float]:
+    """:func:`row_bounds` from the bound expressions of :func:`bound_sources`."""
+    lo, up = (None if b is None else value(b) for b in src)
+    return (-INF if lo is None else float(lo) - const, INF if up is None else float(up) - const)
 
 
 def col_bounds(v: Any) -> tuple[float, float]:
@@ -192,7 +210,8 @@ def col_bounds(v: Any) -> tuple[float, float]:
 
 
 def active_objective(model: Any) -> Any:
-    objs = list(model.component_data_objects(pyo.Objective, active=True, descend_into=True))
+    objs = [o for comp in model.component_objects(pyo.Objective, active=True, descend_into=True)
+            for o in comp.values() if o.active]
     if len(objs) != 1:
         raise NotLinearError(f"model {model.name}: expected exactly one active objective, "
                              f"found {len(objs)}")
@@ -258,10 +277,13 @@ def _compile_linear(model: Any) -> LinearForm:
     c = np.zeros(n)
     np.add.at(c, ocols, ovals)
     col_lb, col_ub, integer = column_bounds(col.variables)
+    row_lb, row_ub = np.asarray(lbs, float), np.asarray(ubs, float)
     return LinearForm(
-        variables=col.variables, constraints=cons, A=A,
-        row_lb=np.asarray(lbs, float), row_ub=np.asarray(ubs, float),
+        variables=col.variables, constraints=cons, A=A, row_lb=row_lb, row_ub=row_ub,
         row_const=np.asarray(consts, float),
         col_lb=col_lb, col_ub=col_ub, integer=integer, c=c, c0=c0,
         sense=1 if obj.sense == pyo.minimize else -1, objective=obj,
-        row_index={id(k): r for r, k in enumerate(cons)}, columns=col)
+        row_index={id(k): r for r, k in enumerate(cons)}, columns=col,
+        row_expr=[k.expr for k in cons],
+        row_bound_src=[bound_sources(k) for k in cons],
+        nat_lb=row_lb.copy(), nat_ub=row_ub.copy())
