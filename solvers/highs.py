@@ -14,7 +14,11 @@ a feasible point, and "infeasible or unbounded" is resolved by one re-solve with
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import highspy
@@ -54,6 +58,24 @@ _STATUS = {
 }
 
 
+@contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """Send what C code prints on file descriptor 1 to stderr while ``active``: HiGHS's PDLP
+    (cuPDLP-C) prints a warning per free row with ``printf``, which would corrupt the JSON that
+    ``fairalloc solve`` writes to stdout."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def highs_version() -> str:
     h = highspy.Highs()
     return f"{h.versionMajor()}.{h.versionMinor()}.{h.versionPatch()}"
@@ -83,6 +105,7 @@ class HighsBridge:
         for k, v in (options or {}).items():
             self._set_option(k, v)
         self.algorithm = algorithm
+        self.user_options = dict(options or {})
         self.solves = 0
         self._pass_model()
         self._inactive: set[int] = set()
@@ -336,13 +359,19 @@ class HighsBridge:
             # IPM, DRFH 1024x128) and even warm after freezing users (TSF-ER 1000x30: 200 s for 5
             # warm simplex rounds vs 11 s for 5 IPM rounds); crossover still returns a basis
             options["solver"] = "ipm"
+        pdlp = options.get("solver", self.algorithm) == "pdlp"
+        if pdlp and "presolve" not in options and "presolve" not in self.user_options:
+            # HiGHS's postsolve of a PDLP point loses the duals (seen: "Optimal" turned "Unknown",
+            # 2.4 % dual infeasibility, on every max-min LP); without presolve PDLP converges
+            options["presolve"] = "off"
         self.solves += 1
         saved = {k: self._get_option(k) for k in options}
         for k, v in options.items():  # options given here hold for this solve only
             self._set_option(k, v)
         t0 = time.perf_counter()
         try:
-            self._run()
+            with _stdout_to_stderr(pdlp):
+                self._run()
         finally:
             for k, v in saved.items():
                 self._set_option(k, v)
