@@ -15,11 +15,14 @@ are read from the duals of the ``level`` rows: ``t*(b)`` is concave in the right
 non-zero multiplier on user ``n``'s row means raising ``n`` alone lowers ``t*`` — ``n`` is blocked.
 The multipliers of the active rows sum to one (stationarity in ``t``), so each round freezes at least
 one user and the loop ends after at most ``|N|`` LPs. When a solver returns no duals (SCIP), each
-candidate is tested with one LP (``max share_n`` with the others held at ``t*``).
+candidate is tested with one LP (``max share_n`` with the others held at ``t*``); a rise below
+``PROBE_TOL`` (relative) is within the solver's tolerance and counts as blocked.
 
 The loop does not stop after the first level: a user blocked by a resource it alone uses is frozen
 there and the others keep rising. All rounds re-solve one persistent model: freezing deactivates a
 ``level`` row and sets a mutable ``floor`` parameter, which the solve layer pushes as bound changes.
+A frozen user's share is read from the solver's activity of its ``level`` row when the handle reports
+activities (evaluating ``share[n]`` through Pyomo would walk all of the user's terms).
 """
 
 from __future__ import annotations
