@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import logging
 import pkgutil
 import shutil
@@ -38,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "out", help="output folder (default benchmarks/out)")
     ap.add_argument("--publish", action="store_true",
                     help="copy summaries, figures and tables (.md, .png, .csv) to docs/benchmarks/")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the results already in --out and run only what is missing "
+                         "(benchmarks that support it: scaling)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -60,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out / name
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        info = mods[name].run(out, quick=args.quick)
+        kwargs = {"quick": args.quick}
+        if args.resume and "resume" in inspect.signature(mods[name].run).parameters:
+            kwargs["resume"] = True
+        info = mods[name].run(out, **kwargs)
         print(f"{name}: {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
         if args.publish:
             DOCS.mkdir(parents=True, exist_ok=True)

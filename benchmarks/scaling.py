@@ -103,11 +103,20 @@ def _diff(row: dict[str, Any], ref: dict[str, Any] | None, maxmin: bool) -> floa
     return float(abs(a - b) / max(1e-12, abs(b)))
 
 
-def run(out: Path, quick: bool = False) -> dict[str, Any]:
+def run(out: Path, quick: bool = False, resume: bool = False) -> dict[str, Any]:
+    """Run every case; with ``resume``, keep the rows of ``out/scaling.csv`` and run only the
+    (workload, mechanism, size) cases it does not hold (a long run that was stopped goes on)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     todo = cases(quick)
+    csv = out / f"{NAME}.csv"
+    if resume and csv.exists():
+        old = pd.read_csv(csv)
+        rows = old.to_dict("records")
+        done = set(zip(old.workload, old.mechanism, old.users, old.servers))
+        todo = [c for c in todo if c not in done]
+        log.info("resume: %d cases recorded, %d to run", len(done), len(todo))
     bar = tqdm(total=len(todo) * len(APPROACHES), desc=NAME, unit="case")
     for workload, mech, N, K in todo:
         folder = _instance_folder(out, workload, N, K)
