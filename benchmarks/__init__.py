@@ -6,7 +6,9 @@ folder ``out`` and returns a dict with at least ``name`` and ``files``. Run them
 
     python -m benchmarks                 # list them
     python -m benchmarks NAME [NAME ...] [--quick] [--out benchmarks/out] [--publish]
+    python -m benchmarks all --quick     # every benchmark, small sizes
 
-``--publish`` copies each summary and figure into ``docs/benchmarks/`` (the pages the docs show).
+``--publish`` copies each summary, figure and table into ``docs/benchmarks/`` (the pages the docs
+show, and the CSV they cite).
 Performance claims are ratios measured within one run; nothing here is asserted by the tests.
 """

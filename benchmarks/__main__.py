@@ -1,9 +1,11 @@
-"""``python -m benchmarks [NAME ...] [--quick] [--out DIR] [--publish]`` — see ``benchmarks/__init__.py``."""
+"""``python -m benchmarks [NAME ... | all] [--quick] [--out DIR] [--publish]`` — see
+``benchmarks/__init__.py``."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import logging
 import pkgutil
 import shutil
@@ -32,10 +34,14 @@ def discover() -> dict[str, ModuleType]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    ap.add_argument("names", nargs="*", help="benchmarks to run (none: list them)")
+    ap.add_argument("names", nargs="*", help="benchmarks to run ('all': every one; none: list them)")
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     ap.add_argument("--out", type=Path, default=HERE / "out", help="output folder (default benchmarks/out)")
-    ap.add_argument("--publish", action="store_true", help="copy summaries and figures to docs/benchmarks/")
+    ap.add_argument("--publish", action="store_true",
+                    help="copy summaries, figures and tables (.md, .png, .csv) to docs/benchmarks/")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the results already in --out and run only what is missing "
+                         "(benchmarks that support it: scaling)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -47,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, mod in mods.items():
             print(f"{name:<{width}}  {mod.DESCRIPTION}")
         return 0
+    if args.names == ["all"]:
+        args.names = list(mods)
     unknown = [n for n in args.names if n not in mods]
     if unknown:
         print(f"error: unknown benchmark(s) {', '.join(unknown)} (known: {', '.join(mods)})",
@@ -56,12 +64,15 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out / name
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        info = mods[name].run(out, quick=args.quick)
+        kwargs = {"quick": args.quick}
+        if args.resume and "resume" in inspect.signature(mods[name].run).parameters:
+            kwargs["resume"] = True
+        info = mods[name].run(out, **kwargs)
         print(f"{name}: {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
         if args.publish:
             DOCS.mkdir(parents=True, exist_ok=True)
             for f in info.get("files", []):
-                if Path(f).suffix in {".md", ".png"}:
+                if Path(f).suffix in {".md", ".png", ".csv"}:
                     shutil.copy2(out / f, DOCS / Path(f).name)
             print(f"{name}: published to {DOCS}", file=sys.stderr)
     return 0

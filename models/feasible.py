@@ -12,13 +12,16 @@ r"""The feasible set χ (SPEC §1; [PSDSF] (4)–(5), [TSFER] (2)) as a Pyomo bl
 
 Only the pairs ``(n, i)`` a user can actually run on get a variable (``chi.P``), and only rows that
 carry at least one term are written, so placement constraints make the model smaller, not just more
-constrained. Rows are built from numpy columns as ``LinearExpression`` objects (the fast path of the
-solve layer's compiler). Every mechanism builds on this block; none copies its constraints.
+constrained. Rows and ``X`` are built from numpy arrays as
+:class:`~fairalloc.solvers.linear.ArrayLinearExpression` objects over ``chi.family`` (the variables
+``chi.x`` in ``chi.P`` order): ordinary linear expressions to Pyomo, read as arrays by the solve
+layer's compiler. Every mechanism builds on this block; none copies its constraints.
 
 Components of the block ``chi`` (indices are the instance's names, so ``m.pprint()`` reads as the math):
 
 - ``chi.N``, ``chi.K``, ``chi.R``, ``chi.E``: users, servers, server resources, external resources
-- ``chi.P``: runnable pairs ``(user, server)``; ``chi.x[n, i] ≥ 0``
+- ``chi.P``: runnable pairs ``(user, server)``; ``chi.x[n, i] ≥ 0``; ``chi.pairs`` their positions
+  ``(n, i)`` as an array and ``chi.family`` the variables in the same order
 - ``chi.X[n]``: total tasks ``Σ_i x[n,i]`` (an ``Expression``)
 - ``chi.capacity[i, r]``, ``chi.time[i]`` (time-shared form), ``chi.external[e]``, ``chi.limit[n]``
 """
@@ -26,14 +29,13 @@ Components of the block ``chi`` (indices are the instance's names, so ``m.pprint
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.gc_manager import PauseGC
-from pyomo.core.expr.numeric_expr import LinearExpression
 
 from fairalloc.instance import Instance
+from fairalloc.solvers.linear import VarFamily, array_sum
 
 __all__ = ["allocation", "feasible_set", "pair_index"]
 
@@ -46,10 +48,6 @@ def pair_index(inst: Instance, servers: Sequence[int] | None = None) -> np.ndarr
         keep[list(servers)] = True
         mask &= keep[None, :]
     return np.argwhere(mask)
-
-
-def _lin(coefs: np.ndarray, variables: list[Any]) -> LinearExpression:
-    return LinearExpression(constant=0.0, linear_coefs=coefs.tolist(), linear_vars=variables)
 
 
 def feasible_set(inst: Instance, servers: Sequence[int] | None = None,
@@ -72,16 +70,18 @@ def _feasible_set(inst: Instance, servers: Sequence[int] | None, task_limits: bo
                   else S, ordered=True)
     b.R = pyo.Set(initialize=inst.resources, ordered=True)
     b.E = pyo.Set(initialize=inst.external, ordered=True)
-    b.P = pyo.Set(initialize=[(U[n], S[i]) for n, i in pairs], dimen=2, ordered=True)
+    b.P = pyo.Set(initialize=list(zip(np.array(U, object)[pairs[:, 0]].tolist(),
+                                      np.array(S, object)[pairs[:, 1]].tolist())), dimen=2, ordered=True)
     b.x = pyo.Var(b.P, domain=pyo.NonNegativeReals, initialize=0.0)
-    xs = list(b.x.values())  # same order as ``pairs``
+    fam = b.family = VarFamily(b.x.values())  # same order as ``pairs``
     b.pairs = pairs  # positions (n, i) of each variable, for arrays <-> model
+    pos = np.arange(len(pairs))
 
-    by_user = np.split(np.arange(len(pairs)), np.flatnonzero(np.diff(pairs[:, 0])) + 1) \
-        if len(pairs) else []
-    user_vars = {int(pairs[g[0], 0]): [xs[k] for k in g] for g in by_user if len(g)}
+    # pairs are row-major, so each user's variables are one contiguous block
+    start = np.searchsorted(pairs[:, 0], np.arange(inst.n_users + 1)) if len(pairs) else \
+        np.zeros(inst.n_users + 1, int)
     b.X = pyo.Expression(b.N, initialize={
-        U[n]: _lin(np.ones(len(user_vars.get(n, []))), user_vars.get(n, []))
+        U[n]: array_sum(np.ones(start[n + 1] - start[n]), pos[start[n]:start[n + 1]], fam)
         for n in range(inst.n_users)})
 
     order = np.argsort(pairs[:, 1], kind="stable")
@@ -90,31 +90,29 @@ def _feasible_set(inst: Instance, servers: Sequence[int] | None, task_limits: bo
         rows = {}
         for g in by_server:
             i = int(pairs[g[0], 1])
-            rows[S[i]] = _lin(1.0 / inst.gamma[pairs[g, 0], i], [xs[k] for k in g]) <= 1.0
+            rows[S[i]] = array_sum(1.0 / inst.gamma[pairs[g, 0], i], g, fam) <= 1.0
         b.time = pyo.Constraint(list(rows), rule=lambda blk, s: rows[s])
     else:
         rows = {}
         for g in by_server:
             i = int(pairs[g[0], 1])
-            users = pairs[g, 0]
+            d = inst.demand[pairs[g, 0]]  # (users on i) × R
             for r, rname in enumerate(inst.resources):
-                d = inst.demand[users, r]
-                nz = np.flatnonzero(d > 0)
+                nz = np.flatnonzero(d[:, r] > 0)
                 if nz.size:
-                    rows[S[i], rname] = _lin(d[nz], [xs[g[k]] for k in nz]) <= float(
-                        inst.capacity[i, r])
+                    rows[S[i], rname] = array_sum(d[nz, r], g[nz], fam) <= float(inst.capacity[i, r])
         b.capacity = pyo.Constraint(list(rows), rule=lambda blk, s, r: rows[s, r])
     erows = {}
     for e, ename in enumerate(inst.external):
         sel = np.flatnonzero(inst.external_scope[e, pairs[:, 1]] & (
             inst.external_demand[pairs[:, 0], e] > 0)) if len(pairs) else np.zeros(0, int)
         if sel.size:
-            erows[ename] = _lin(inst.external_demand[pairs[sel, 0], e], [xs[k] for k in sel]) <= float(
+            erows[ename] = array_sum(inst.external_demand[pairs[sel, 0], e], sel, fam) <= float(
                 inst.external_capacity[e])
     b.external = pyo.Constraint(list(erows), rule=lambda blk, e: erows[e])
     if task_limits:
         limit = {U[n]: float(inst.tasks[n]) for n in np.flatnonzero(np.isfinite(inst.tasks))
-                 if n in user_vars}
+                 if start[n + 1] > start[n]}
         b.limit = pyo.Constraint(list(limit), rule=lambda blk, u: blk.X[u] <= limit[u])
     return b
 

@@ -15,11 +15,14 @@ are read from the duals of the ``level`` rows: ``t*(b)`` is concave in the right
 non-zero multiplier on user ``n``'s row means raising ``n`` alone lowers ``t*`` — ``n`` is blocked.
 The multipliers of the active rows sum to one (stationarity in ``t``), so each round freezes at least
 one user and the loop ends after at most ``|N|`` LPs. When a solver returns no duals (SCIP), each
-candidate is tested with one LP (``max share_n`` with the others held at ``t*``).
+candidate is tested with one LP (``max share_n`` with the others held at ``t*``); a rise below
+``PROBE_TOL`` (relative) is within the solver's tolerance and counts as blocked.
 
 The loop does not stop after the first level: a user blocked by a resource it alone uses is frozen
 there and the others keep rising. All rounds re-solve one persistent model: freezing deactivates a
 ``level`` row and sets a mutable ``floor`` parameter, which the solve layer pushes as bound changes.
+A frozen user's share is read from the solver's activity of its ``level`` row when the handle reports
+activities (evaluating ``share[n]`` through Pyomo would walk all of the user's terms).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from fairalloc.status import Status, worst
 __all__ = ["MaxMinOutcome", "add_maxmin", "progressive_filling"]
 
 log = logging.getLogger(__name__)
+
+PROBE_TOL = 1e-6  # relative rise of a probed user's share that still counts as blocked
 
 
 def add_maxmin(m: pyo.ConcreteModel, share: Any, name: str = "maxmin") -> pyo.Block:
@@ -78,6 +83,17 @@ def names(users: list[Any], limit: int = 8) -> str:
 def _duals(handle: Any, cons: list[Any]) -> np.ndarray | None:
     fn = getattr(handle, "duals", None)
     return None if fn is None else fn(cons)
+
+
+def _shares(handle: Any, blk: pyo.Block, share: Any, users: list[Any], t: float) -> list[float]:
+    """Current shares of ``users``: from the solver's activities of their ``level`` rows
+    (``share[n] - t``) when it reports them — evaluating a share through Pyomo walks all of the
+    user's terms — else by evaluating the expressions."""
+    fn = getattr(handle, "activities", None)
+    act = None if fn is None else fn([blk.level[n] for n in users])
+    if act is None:
+        return [float(pyo.value(share[n])) for n in users]
+    return (np.asarray(act, float) + t).tolist()
 
 
 def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name: str = "maxmin",
@@ -137,12 +153,13 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
                                      f"round {len(rounds) + 1}: no blocked user found at t = {t}",
                                      handle)
         margin = tol * max(1.0, abs(t))
-        for n in blocked:
+        held = _shares(handle, blk, share, blocked, t)
+        for n, sn in zip(blocked, held):
             levels[n] = t
             blk.level[n].deactivate()
             # hold n where the solver left it (rows hold only to the solver's feasibility tolerance,
             # so a share may sit a hair below t): the current point stays feasible for the next round
-            blk.floor_level[n] = min(t, float(pyo.value(share[n]))) - margin
+            blk.floor_level[n] = min(t, sn) - margin
         active = [n for n in active if n not in set(blocked)]
         rounds.append({"level": t, "frozen": [str(n) for n in blocked], "lps": lps, "by": how})
         log.info("progressive filling round %d: level %.10g; frozen %s (%s); %d still active",
@@ -171,7 +188,9 @@ def _probe(m: pyo.ConcreteModel, blk: pyo.Block, session: Session, handle: Any, 
         if not out.ok:
             bad = out
             break
-        if pyo.value(share[n]) <= t + 10 * tol * max(1.0, abs(t)):
+        # the others are held at t - tol, so n can gain ~tol per other user even when blocked, and
+        # solvers without duals (SCIP: SoPlex) hold rows to ~1e-6: a rise below PROBE_TOL is noise
+        if pyo.value(share[n]) <= t + max(10 * tol, PROBE_TOL) * max(1.0, abs(t)):
             blocked.append(n)
     for n in active:
         blk.level[n].activate()

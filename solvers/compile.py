@@ -3,7 +3,8 @@
 The mechanisms are Pyomo models; the LP/MILP solver wants ``min/max cᵀx`` s.t. ``l ≤ Ax ≤ u``,
 ``lb ≤ x ≤ ub``. Pyomo's own translators (``appsi``, the standard-form compiler) walk every expression
 generically and dominate the run time at 10⁵ variables (see ``docs/performance.md``). This walker has a
-fast path for the shapes our models build (``LinearExpression`` of monomials, sums, named expressions,
+fast path for the shapes our models build (:class:`~fairalloc.solvers.linear.ArrayLinearExpression`
+rows read straight from their arrays, ``LinearExpression`` of monomials, sums, named expressions,
 negations, constant factors) and falls back to :func:`pyomo.repn.generate_standard_repn` for anything
 else, so a researcher may write a constraint any way Pyomo allows.
 
@@ -30,7 +31,10 @@ from pyomo.core.expr.numeric_expr import (
 from pyomo.core.expr.numvalue import native_numeric_types, value
 from pyomo.repn import generate_standard_repn
 
-__all__ = ["Columns", "LinearForm", "NotLinearError", "compile_linear", "linear_terms"]
+from fairalloc.solvers.linear import ArrayLinearExpression, VarFamily, column_bounds
+
+__all__ = ["Columns", "LinearForm", "NotLinearError", "bound_sources", "compile_linear",
+           "eval_bounds", "linear_terms", "row_bounds"]
 
 INF = float("inf")
 
@@ -40,11 +44,16 @@ class NotLinearError(ValueError):
 
 
 class Columns:
-    """Column numbering by first appearance (shared by a compiled form and its later updates)."""
+    """Column numbering by first appearance (shared by a compiled form and its later updates).
+
+    A :class:`~fairalloc.solvers.linear.VarFamily` met for the first time gets its columns in one
+    block (:meth:`family`), so array expressions map positions to columns with numpy indexing.
+    """
 
     def __init__(self) -> None:
         self.index: dict[int, int] = {}
         self.variables: list[Any] = []
+        self._families: dict[int, tuple[VarFamily, np.ndarray]] = {}
 
     def __call__(self, v: Any) -> int:
         j = self.index.get(id(v))
@@ -53,23 +62,52 @@ class Columns:
             self.variables.append(v)
         return j
 
+    def family(self, fam: VarFamily) -> np.ndarray:
+        """Column of each variable of ``fam`` (numbering the new ones in a block)."""
+        hit = self._families.get(id(fam))
+        if hit is not None:
+            return hit[1]
+        ids = list(map(id, fam.variables))
+        found = list(map(self.index.get, ids))
+        start, n = len(self.variables), len(ids)
+        if found.count(None) == n and len(set(ids)) == n:
+            self.index.update(zip(ids, range(start, start + n)))
+            self.variables.extend(fam.variables)
+            cols = np.arange(start, start + n, dtype=np.int64)
+        else:
+            cols = np.fromiter((j if j is not None else self(v) for j, v in zip(found, fam.variables)),
+                               np.int64, n)
+        self._families[id(fam)] = (fam, cols)  # the reference keeps id(fam) unique
+        return cols
+
 
 def _constant(e: Any) -> bool:
     return type(e) in native_numeric_types or not hasattr(e, "is_potentially_variable") or \
         not e.is_potentially_variable()
 
 
-def linear_terms(expr: Any, col: Any, cols: list[int], vals: list[float], where: str) -> float:
+def linear_terms(expr: Any, col: Any, cols: list[int], vals: list[float], where: Any,
+                 chunks: list[tuple[np.ndarray, np.ndarray]] | None = None) -> float:
     """Append the linear terms of ``expr`` as (column, coefficient) pairs; return its constant.
 
-    Raises :class:`NotLinearError` naming ``where`` if ``expr`` is not linear.
+    Terms of array expressions go to ``chunks`` as ``(columns, coefficients)`` arrays when it is given,
+    else to ``cols``/``vals``. Raises :class:`NotLinearError` naming ``where`` (a string, or a
+    component whose name is used) if ``expr`` is not linear.
     """
     const = 0.0
     stack: list[tuple[Any, float]] = [(expr, 1.0)]
     while stack:
         e, s = stack.pop()
         t = type(e)
-        if t in native_numeric_types or not hasattr(e, "is_potentially_variable"):
+        if t is ArrayLinearExpression and e.is_array:
+            c = col.family(e.family)[e.positions]
+            v = e.coefs * s
+            if chunks is not None:
+                chunks.append((c, v))
+            else:
+                cols.extend(c.tolist())
+                vals.extend(v.tolist())
+        elif t in native_numeric_types or not hasattr(e, "is_potentially_variable"):
             const += s * float(e)
         elif t is LinearExpression or t is SumExpression:
             for a in e.args:
@@ -102,19 +140,12 @@ def linear_terms(expr: Any, col: Any, cols: list[int], vals: list[float], where:
         else:
             repn = generate_standard_repn(e, compute_values=True, quadratic=False)
             if repn.nonlinear_expr is not None or repn.quadratic_vars:
-                raise NotLinearError(f"{where} is not linear: {e}")
+                raise NotLinearError(f"{_describe(where)} is not linear: {e}")
             for v, c in zip(repn.linear_vars, repn.linear_coefs):
                 cols.append(col(v))
                 vals.append(s * c)
             const += s * value(repn.constant)
     return const
-
-
-def _bound(b: Any) -> float | None:
-    if b is None:
-        return None
-    b = value(b)
-    return None if b is None or b in (INF, -INF) else float(b)
 
 
 @dataclass
@@ -136,6 +167,13 @@ class LinearForm:
     objective: Any
     row_index: dict[int, int] = field(default_factory=dict)
     columns: Columns = field(default_factory=Columns)
+    # per row: the relational expression compiled; its bound expressions when they can change while
+    # the expression stays the same (mutable Params), None when they are plain numbers; its bounds
+    # while active
+    row_expr: list[Any] = field(default_factory=list)
+    row_bound_src: list[Any] = field(default_factory=list)
+    nat_lb: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    nat_ub: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -143,8 +181,25 @@ class LinearForm:
 
 
 def row_bounds(con: Any, const: float) -> tuple[float, float]:
-    lo, up = _bound(con.lower), _bound(con.upper)
-    return (-INF if lo is None else lo - const, INF if up is None else up - const)
+    """``(lower, upper)`` of ``con`` with the body's constant moved into them (``∓inf``: none)."""
+    lo, _, up = con.to_bounded_expression(evaluate_bounds=True)
+    return (-INF if lo is None else float(lo) - const, INF if up is None else float(up) - const)
+
+
+def bound_sources(con: Any) -> tuple[Any, Any] | None:
+    """``None`` when both bounds of ``con`` are plain numbers; else its ``(lower, upper)`` bound
+    expressions, which :func:`eval_bounds` re-evaluates (mutable ``Param`` s, expressions)."""
+    lo, _, up = con.to_bounded_expression()
+    if (lo is None or type(lo) in native_numeric_types) and (
+            up is None or type(up) in native_numeric_types):
+        return None
+    return lo, up
+
+
+def eval_bounds(src: tuple[Any, Any], const: float) -> tuple[float, float]:
+    """:func:`row_bounds` from the bound expressions of :func:`bound_sources`."""
+    lo, up = (None if b is None else value(b) for b in src)
+    return (-INF if lo is None else float(lo) - const, INF if up is None else float(up) - const)
 
 
 def col_bounds(v: Any) -> tuple[float, float]:
@@ -155,7 +210,8 @@ def col_bounds(v: Any) -> tuple[float, float]:
 
 
 def active_objective(model: Any) -> Any:
-    objs = list(model.component_data_objects(pyo.Objective, active=True, descend_into=True))
+    objs = [o for comp in model.component_objects(pyo.Objective, active=True, descend_into=True)
+            for o in comp.values() if o.active]
     if len(objs) != 1:
         raise NotLinearError(f"model {model.name}: expected exactly one active objective, "
                              f"found {len(objs)}")
@@ -169,39 +225,65 @@ def compile_linear(model: Any) -> LinearForm:
         return _compile_linear(model)
 
 
+def _describe(where: Any) -> str:
+    if isinstance(where, str):
+        return where
+    kind = "objective" if isinstance(where, pyo.Objective) or getattr(where, "ctype", None) is \
+        pyo.Objective else "constraint"
+    return f"{kind} {where.name}"
+
+
+def _terms(expr: Any, col: Columns, where: Any) -> tuple[np.ndarray, np.ndarray, float]:
+    """Columns, coefficients and constant of one linear expression, as arrays."""
+    cols: list[int] = []
+    vals: list[float] = []
+    chunks: list[tuple[np.ndarray, np.ndarray]] = []
+    const = linear_terms(expr, col, cols, vals, where, chunks)
+    if not chunks:
+        return np.asarray(cols, dtype=np.int64), np.asarray(vals, dtype=float), const
+    if cols:
+        chunks.append((np.asarray(cols, dtype=np.int64), np.asarray(vals, dtype=float)))
+    if len(chunks) == 1:
+        return chunks[0][0], chunks[0][1], const
+    return (np.concatenate([c for c, _ in chunks]), np.concatenate([v for _, v in chunks]), const)
+
+
 def _compile_linear(model: Any) -> LinearForm:
     col = Columns()
     cons: list[Any] = []
-    indptr = [0]
-    cols: list[int] = []
-    vals: list[float] = []
+    row_cols: list[np.ndarray] = []
+    row_vals: list[np.ndarray] = []
     lbs: list[float] = []
     ubs: list[float] = []
     consts: list[float] = []
     for con in model.component_data_objects(pyo.Constraint, active=True, descend_into=True):
-        const = linear_terms(con.body, col, cols, vals, f"constraint {con.name}")
+        c, v, const = _terms(con.body, col, con)  # named only on error: names cost ~10 µs
         lo, up = row_bounds(con, const)
+        row_cols.append(c)
+        row_vals.append(v)
         consts.append(const)
         cons.append(con)
         lbs.append(lo)
         ubs.append(up)
-        indptr.append(len(cols))
     obj = active_objective(model)
-    ocols: list[int] = []
-    ovals: list[float] = []
-    c0 = linear_terms(obj.expr, col, ocols, ovals, f"objective {obj.name}")
+    ocols, ovals, c0 = _terms(obj.expr, col, obj)
     n = len(col.variables)
-    A = sp.csr_array((np.asarray(vals, dtype=float), np.asarray(cols, dtype=np.int64),
-                      np.asarray(indptr, dtype=np.int64)), shape=(len(cons), n))
+    indptr = np.zeros(len(cons) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in row_cols], out=indptr[1:])
+    A = sp.csr_array((np.concatenate(row_vals) if row_vals else np.zeros(0),
+                      np.concatenate(row_cols) if row_cols else np.zeros(0, np.int64), indptr),
+                     shape=(len(cons), n))
     A.sum_duplicates()
     c = np.zeros(n)
-    np.add.at(c, np.asarray(ocols, dtype=np.int64), np.asarray(ovals, dtype=float))
-    bounds = np.array([col_bounds(v) for v in col.variables], dtype=float).reshape(n, 2)
-    integer = np.fromiter((v.is_integer() or v.is_binary() for v in col.variables), bool, n)
+    np.add.at(c, ocols, ovals)
+    col_lb, col_ub, integer = column_bounds(col.variables)
+    row_lb, row_ub = np.asarray(lbs, float), np.asarray(ubs, float)
     return LinearForm(
-        variables=col.variables, constraints=cons, A=A,
-        row_lb=np.asarray(lbs, float), row_ub=np.asarray(ubs, float),
+        variables=col.variables, constraints=cons, A=A, row_lb=row_lb, row_ub=row_ub,
         row_const=np.asarray(consts, float),
-        col_lb=bounds[:, 0].copy(), col_ub=bounds[:, 1].copy(), integer=integer, c=c, c0=c0,
+        col_lb=col_lb, col_ub=col_ub, integer=integer, c=c, c0=c0,
         sense=1 if obj.sense == pyo.minimize else -1, objective=obj,
-        row_index={id(k): r for r, k in enumerate(cons)}, columns=col)
+        row_index={id(k): r for r, k in enumerate(cons)}, columns=col,
+        row_expr=[k.expr for k in cons],
+        row_bound_src=[bound_sources(k) for k in cons],
+        nat_lb=row_lb.copy(), nat_ub=row_ub.copy())

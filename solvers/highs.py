@@ -14,22 +14,31 @@ a feasible point, and "infeasible or unbounded" is resolved by one re-solve with
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import highspy
 import numpy as np
 import pyomo.environ as pyo
+import scipy.sparse as sp
+from pyomo.core.expr.visitor import identify_mutable_parameters
 
 from fairalloc.solvers.compile import (
     INF,
     active_objective,
+    bound_sources,
     col_bounds,
     compile_linear,
+    eval_bounds,
     linear_terms,
     row_bounds,
 )
 from fairalloc.solvers.kkt import kkt_residuals
+from fairalloc.solvers.linear import column_bounds, load_values
 from fairalloc.solvers.outcome import SolveOutcome
 from fairalloc.status import Status
 
@@ -47,6 +56,24 @@ _STATUS = {
     MS.kIterationLimit: Status.ITERATION_LIMIT,
     MS.kSolutionLimit: Status.ITERATION_LIMIT,
 }
+
+
+@contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """Send what C code prints on file descriptor 1 to stderr while ``active``: HiGHS's PDLP
+    (cuPDLP-C) prints a warning per free row with ``printf``, which would corrupt the JSON that
+    ``fairalloc solve`` writes to stdout."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def highs_version() -> str:
@@ -78,9 +105,13 @@ class HighsBridge:
         for k, v in (options or {}).items():
             self._set_option(k, v)
         self.algorithm = algorithm
+        self.user_options = dict(options or {})
         self.solves = 0
         self._pass_model()
         self._inactive: set[int] = set()
+        self._obj_expr: Any = None  # the objective expression last pushed, and whether it holds
+        self._obj_mutable = True  # mutable parameters (then it is re-read on every update)
+        self._AT: tuple[Any, Any] | None = None  # (A, Aᵀ in CSR) for the KKT residuals
         self.build_seconds = time.perf_counter() - t0
         self.x = np.zeros(0)
         self.row_value = np.zeros(0)
@@ -137,20 +168,32 @@ class HighsBridge:
 
         ``variables=False`` skips re-reading variable bounds (when the caller knows only constraints
         changed: the scan costs ~1 µs per variable).
+
+        A row whose bounds were plain numbers when compiled keeps them while its expression object
+        is the same (Pyomo expressions are immutable; ``set_value`` replaces them), so only rows
+        with mutable bounds are evaluated again: iterative mechanisms call this after every LP.
         """
         f = self.form
         seen = np.zeros(len(f.constraints), bool)
         new: list[Any] = []
-        lbs, ubs = f.row_lb.copy(), f.row_ub.copy()
-        const = f.row_const
-        for con in self.model.component_data_objects(pyo.Constraint, active=True, descend_into=True):
-            r = f.row_index.get(id(con))
-            if r is None:
-                new.append(con)
-                continue
-            seen[r] = True
-            lbs[r], ubs[r] = row_bounds(con, const[r])
-        lbs[~seen], ubs[~seen] = -INF, INF  # deactivated or deleted rows impose nothing
+        index, sources, exprs = f.row_index, f.row_bound_src, f.row_expr
+        for comp in self.model.component_objects(pyo.Constraint, active=True, descend_into=True):
+            for con in comp.values():
+                if not con.active:
+                    continue
+                r = index.get(id(con))
+                if r is None:
+                    new.append(con)
+                    continue
+                seen[r] = True
+                expr = con.expr
+                if expr is not exprs[r]:
+                    exprs[r], sources[r] = expr, bound_sources(con)
+                    f.nat_lb[r], f.nat_ub[r] = row_bounds(con, f.row_const[r])
+                elif sources[r] is not None:
+                    f.nat_lb[r], f.nat_ub[r] = eval_bounds(sources[r], f.row_const[r])
+        # deactivated or deleted rows impose nothing
+        lbs, ubs = np.where(seen, f.nat_lb, -INF), np.where(seen, f.nat_ub, INF)
         changed = np.flatnonzero((lbs != f.row_lb) | (ubs != f.row_ub))
         if changed.size:
             self.h.changeRowsBounds(changed.size, changed.astype(np.int32), _inf(lbs[changed]),
@@ -159,34 +202,57 @@ class HighsBridge:
         if new:
             self._add_rows(new)
         if variables:
-            b = np.array([col_bounds(v) for v in f.variables], float).reshape(-1, 2)
-            changed = np.flatnonzero((b[:, 0] != f.col_lb) | (b[:, 1] != f.col_ub))
+            lb, ub, _ = column_bounds(f.variables)
+            changed = np.flatnonzero((lb != f.col_lb) | (ub != f.col_ub))
             if changed.size:
                 self.h.changeColsBounds(changed.size, changed.astype(np.int32),
-                                        _inf(b[changed, 0]), _inf(b[changed, 1]))
-                f.col_lb, f.col_ub = b[:, 0].copy(), b[:, 1].copy()
+                                        _inf(lb[changed]), _inf(ub[changed]))
+                f.col_lb, f.col_ub = lb, ub
         self._update_objective()
+
+    def _row_terms(self, con: Any) -> tuple[np.ndarray, np.ndarray, float]:
+        """Columns (new variables get new columns), summed coefficients and constant of a row."""
+        f = self.form
+        n_before = len(f.variables)
+        cols: list[int] = []
+        vals: list[float] = []
+        const = linear_terms(con.body, f.columns, cols, vals, con)
+        self._add_new_columns(n_before)
+        c, inv = np.unique(np.asarray(cols, np.int64), return_inverse=True)
+        v = np.zeros(c.size)
+        np.add.at(v, inv, np.asarray(vals, float))
+        return c, v, const
 
     def _add_rows(self, cons: list[Any]) -> None:
         f = self.form
-        n_before = len(f.variables)
-        rows = []
-        for con in cons:
-            cols: list[int] = []
-            vals: list[float] = []
-            const = linear_terms(con.body, f.columns, cols, vals, f"constraint {con.name}")
-            rows.append((con, cols, vals, const))
-        self._add_new_columns(n_before)
-        for con, cols, vals, const in rows:
-            lo, up = row_bounds(con, const)
-            self.h.addRow(max(lo, -highspy.kHighsInf), min(up, highspy.kHighsInf), len(cols),
-                          np.asarray(cols, np.int32), np.asarray(vals, float))
+        rows = [self._row_terms(con) for con in cons]  # first: new columns before new rows
+        lo = np.empty(len(cons))
+        up = np.empty(len(cons))
+        for k, (con, (c, v, const)) in enumerate(zip(cons, rows)):
+            lo[k], up[k] = row_bounds(con, const)
+            self.h.addRow(max(lo[k], -highspy.kHighsInf), min(up[k], highspy.kHighsInf), c.size,
+                          c.astype(np.int32), v)
             f.row_index[id(con)] = len(f.constraints)
             f.constraints.append(con)
-            f.row_lb = np.append(f.row_lb, lo)
-            f.row_ub = np.append(f.row_ub, up)
-            f.row_const = np.append(f.row_const, const)
+            f.row_expr.append(con.expr)
+        f.row_lb, f.row_ub = np.append(f.row_lb, lo), np.append(f.row_ub, up)
+        f.nat_lb, f.nat_ub = np.append(f.nat_lb, lo), np.append(f.nat_ub, up)
+        f.row_const = np.append(f.row_const, [const for _, _, const in rows])
+        f.row_bound_src.extend(bound_sources(con) for con in cons)
+        self._grow_matrix([(c, v) for c, v, _ in rows])
         log.debug("added %d rows to the HiGHS model", len(cons))
+
+    def _grow_matrix(self, rows: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        """Keep the cached matrix in step with HiGHS: new columns, then ``rows`` appended."""
+        f = self.form
+        A = sp.csr_array((f.A.data, f.A.indices, f.A.indptr), shape=(f.A.shape[0], len(f.variables)))
+        if rows:
+            indptr = np.concatenate([[0], np.cumsum([c.size for c, _ in rows])])
+            B = sp.csr_array((np.concatenate([v for _, v in rows]),
+                              np.concatenate([c for c, _ in rows]), indptr),
+                             shape=(len(rows), len(f.variables)))
+            A = sp.csr_array(sp.vstack([A, B], format="csr"))
+        f.A = A
 
     def _add_new_columns(self, n_before: int) -> None:
         f = self.form
@@ -199,14 +265,21 @@ class HighsBridge:
             f.col_ub = np.append(f.col_ub, up)
             f.integer = np.append(f.integer, v.is_integer() or v.is_binary())
             f.c = np.append(f.c, 0.0)
+        if len(f.variables) > f.A.shape[1]:
+            self._grow_matrix([])
 
     def _update_objective(self) -> None:
         f = self.form
         obj = active_objective(self.model)
+        if obj is f.objective and obj.expr is self._obj_expr and not self._obj_mutable and \
+                (1 if obj.sense == pyo.minimize else -1) == f.sense:
+            return  # the same objective object, expression and sense, with no mutable parameter
+        self._obj_expr = obj.expr
+        self._obj_mutable = any(True for _ in identify_mutable_parameters(obj.expr))
         n_before = len(f.variables)
         cols: list[int] = []
         vals: list[float] = []
-        c0 = linear_terms(obj.expr, f.columns, cols, vals, f"objective {obj.name}")
+        c0 = linear_terms(obj.expr, f.columns, cols, vals, obj)
         self._add_new_columns(n_before)
         c = np.zeros(len(f.variables))
         np.add.at(c, np.asarray(cols, np.int64), np.asarray(vals, float))
@@ -222,33 +295,49 @@ class HighsBridge:
         f.c, f.c0, f.sense, f.objective = c, c0, sense, obj
 
     def update_rows(self, constraints: list[Any]) -> None:
-        """Re-read the coefficients and bounds of existing ``constraints`` (e.g. after a mutable
-        ``Param`` used as a coefficient changed)."""
+        """Re-read the coefficients, constants and bounds of existing ``constraints`` (e.g. after a
+        mutable ``Param`` used as a coefficient or an offset changed). Only coefficients that
+        differ are sent to HiGHS."""
         f = self.form
-        for con in constraints:
-            r = f.row_index[id(con)]
-            n_before = len(f.variables)
-            cols: list[int] = []
-            vals: list[float] = []
-            const = linear_terms(con.body, f.columns, cols, vals, f"constraint {con.name}")
-            self._add_new_columns(n_before)
-            new = dict(zip(cols, vals))
-            old = f.A[[r], :].tocoo() if r < f.A.shape[0] else None
-            for j in ([] if old is None else old.col):
-                if int(j) not in new:
-                    self.h.changeCoeff(r, int(j), 0.0)
-            for j, v in new.items():
-                self.h.changeCoeff(r, j, v)
+        idx = np.empty(len(constraints), np.int64)
+        lo = np.empty(len(constraints))
+        up = np.empty(len(constraints))
+        edits: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for k, con in enumerate(constraints):
+            r = idx[k] = f.row_index[id(con)]
+            c, v, const = self._row_terms(con)
+            s, e = f.A.indptr[r], f.A.indptr[r + 1]
+            oc, ov = f.A.indices[s:e], f.A.data[s:e]
+            if not (oc.size == c.size and np.array_equal(np.sort(oc), c)
+                    and np.array_equal(ov[np.argsort(oc)], v)):
+                old = dict(zip(oc.tolist(), ov.tolist()))
+                for j in set(old) - set(c.tolist()):
+                    self.h.changeCoeff(int(r), j, 0.0)
+                for j, val in zip(c.tolist(), v.tolist()):
+                    if old.get(j) != val:
+                        self.h.changeCoeff(int(r), j, val)
+                edits[int(r)] = (c, v)
             f.row_const[r] = const
-            lo, up = row_bounds(con, const)
-            self.h.changeRowBounds(r, max(lo, -highspy.kHighsInf), min(up, highspy.kHighsInf))
-            f.row_lb[r], f.row_ub[r] = lo, up
-        self._sync_matrix()
+            lo[k], up[k] = row_bounds(con, const)
+            f.row_expr[r], f.row_bound_src[r] = con.expr, bound_sources(con)
+        f.nat_lb[idx], f.nat_ub[idx] = lo, up
+        active = np.fromiter((con.active for con in constraints), bool, len(constraints))
+        lo, up = np.where(active, lo, -INF), np.where(active, up, INF)
+        self.h.changeRowsBounds(idx.size, idx.astype(np.int32), _inf(lo), _inf(up))
+        f.row_lb[idx], f.row_ub[idx] = lo, up
+        if edits:
+            self._replace_rows(edits)
+
+    def _replace_rows(self, edits: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Put new row contents into the cached matrix (it mirrors what HiGHS holds)."""
+        A = sp.lil_array(self.form.A)
+        for r, (c, v) in edits.items():
+            A.rows[r] = c.tolist()
+            A.data[r] = v.tolist()
+        self.form.A = sp.csr_array(A)
 
     def _sync_matrix(self) -> None:
-        """Refresh the cached matrix from HiGHS (needed for KKT residuals after coefficient edits)."""
-        import scipy.sparse as sp
-
+        """Read the matrix back from HiGHS (a safety net: the cached one is kept in step)."""
         lp = self.h.getLp()
         m = lp.a_matrix_
         shape = (lp.num_row_, lp.num_col_)
@@ -270,13 +359,19 @@ class HighsBridge:
             # IPM, DRFH 1024x128) and even warm after freezing users (TSF-ER 1000x30: 200 s for 5
             # warm simplex rounds vs 11 s for 5 IPM rounds); crossover still returns a basis
             options["solver"] = "ipm"
+        pdlp = options.get("solver", self.algorithm) == "pdlp"
+        if pdlp and "presolve" not in options and "presolve" not in self.user_options:
+            # HiGHS's postsolve of a PDLP point loses the duals (seen: "Optimal" turned "Unknown",
+            # 2.4 % dual infeasibility, on every max-min LP); without presolve PDLP converges
+            options["presolve"] = "off"
         self.solves += 1
         saved = {k: self._get_option(k) for k in options}
         for k, v in options.items():  # options given here hold for this solve only
             self._set_option(k, v)
         t0 = time.perf_counter()
         try:
-            self._run()
+            with _stdout_to_stderr(pdlp):
+                self._run()
         finally:
             for k, v in saved.items():
                 self._set_option(k, v)
@@ -299,9 +394,7 @@ class HighsBridge:
         if has_point:
             self.x = np.asarray(sol.col_value, float)
             self.row_value = np.asarray(sol.row_value, float)
-            for v, val in zip(self.form.variables, self.x):
-                if not v.fixed:
-                    v.set_value(float(val), skip_validation=True)
+            load_values(self.form.variables, self.x)
             out.objective = float(info.objective_function_value)
             if sol.dual_valid:
                 self.row_dual = np.asarray(sol.row_dual, float)
@@ -328,8 +421,10 @@ class HighsBridge:
         f = self.form
         if f.A.shape != (len(self.row_dual), len(self.x)):
             self._sync_matrix()
+        if self._AT is None or self._AT[0] is not f.A:
+            self._AT = (f.A, sp.csr_array(f.A.T))
         return kkt_residuals(f.c, f.A, self.row_value, f.row_lb, f.row_ub, self.x, f.col_lb,
-                             f.col_ub, self.row_dual, self.col_dual, f.sense)
+                             f.col_ub, self.row_dual, self.col_dual, f.sense, JT=self._AT[1])
 
     # ------------------------------------------------------------------ multipliers
     def dual(self, con: Any) -> float:
@@ -339,6 +434,13 @@ class HighsBridge:
     def duals(self, cons: Any) -> np.ndarray:
         idx = self.form.row_index
         return self.row_dual[[idx[id(c)] for c in cons]]
+
+    def activities(self, cons: Any) -> np.ndarray:
+        """Body values of ``cons`` at the last solve (the solver's row activities plus each row's
+        constant), without evaluating the Pyomo expressions."""
+        f = self.form
+        r = np.fromiter((f.row_index[id(c)] for c in cons), np.int64)
+        return self.row_value[r] + f.row_const[r]
 
     def reduced_cost(self, var: Any) -> float:
         return float(self.col_dual[self.form.columns.index[id(var)]])

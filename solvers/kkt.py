@@ -37,36 +37,43 @@ from fairalloc.solvers.compile import (
 __all__ = ["kkt_residuals", "model_arrays", "model_kkt"]
 
 
-def _sign_violation(mult: np.ndarray, lo: np.ndarray, up: np.ndarray) -> np.ndarray:
-    """How far a (min-convention) multiplier has the wrong sign for the bounds that exist."""
-    v = np.zeros_like(mult)
-    v = np.where(np.isinf(lo) & (mult > 0), mult, v)  # positive needs a lower bound
-    v = np.where(np.isinf(up) & (mult < 0), -mult, v)  # negative needs an upper bound
-    return v
+def _violations(mult: np.ndarray, val: np.ndarray, lo: np.ndarray, up: np.ndarray
+                ) -> tuple[float, float]:
+    """Largest sign violation and complementarity product of (min-convention) multipliers.
 
-
-def _complementarity(mult: np.ndarray, val: np.ndarray, lo: np.ndarray, up: np.ndarray) -> np.ndarray:
+    A positive multiplier needs a lower bound and pays ``mult·(val − lo)``; a negative one needs an
+    upper bound and pays ``−mult·(up − val)``.
+    """
+    if not mult.size:
+        return 0.0, 0.0
+    pos, neg = mult > 0, mult < 0
+    lo_inf, up_inf = np.isinf(lo), np.isinf(up)
+    sign = np.abs(mult[(pos & lo_inf) | (neg & up_inf)])
     with np.errstate(invalid="ignore"):
-        low = np.where(np.isfinite(lo) & (mult > 0), mult * (val - lo), 0.0)
-        upp = np.where(np.isfinite(up) & (mult < 0), -mult * (up - val), 0.0)
-    return np.abs(low) + np.abs(upp)
+        low = mult[pos & ~lo_inf] * (val[pos & ~lo_inf] - lo[pos & ~lo_inf])
+        upp = mult[neg & ~up_inf] * (up[neg & ~up_inf] - val[neg & ~up_inf])
+    return (float(sign.max(initial=0.0)),
+            float(max(np.abs(low).max(initial=0.0), np.abs(upp).max(initial=0.0))))
 
 
 def kkt_residuals(grad: np.ndarray, J: Any, g: np.ndarray, row_lb: np.ndarray, row_ub: np.ndarray,
                   x: np.ndarray, col_lb: np.ndarray, col_ub: np.ndarray, y: np.ndarray,
-                  z: np.ndarray, sense: int) -> dict[str, float]:
-    """Max-norm KKT residuals (see module docstring for the convention)."""
-    J = sp.csr_array(J)
-    ys, zs = sense * np.asarray(y, float), sense * np.asarray(z, float)
-
-    def mx(a: np.ndarray) -> float:
-        return float(np.max(a, initial=0.0))
-
-    primal = max(mx(row_lb - g), mx(g - row_ub), mx(col_lb - x), mx(x - col_ub))
-    stationarity = mx(np.abs(grad - J.T @ y - z))
-    dual = max(mx(_sign_violation(ys, row_lb, row_ub)), mx(_sign_violation(zs, col_lb, col_ub)))
-    compl = max(mx(_complementarity(ys, g, row_lb, row_ub)), mx(_complementarity(zs, x, col_lb, col_ub)))
-    scale = max(1.0, mx(np.abs(grad)), mx(np.abs(y)))
+                  z: np.ndarray, sense: int, JT: Any = None) -> dict[str, float]:
+    """Max-norm KKT residuals (see module docstring for the convention). ``JT`` is ``Jᵀ`` in CSR form
+    when the caller keeps one (a persistent solver re-checks the same matrix after every solve)."""
+    y, z = np.asarray(y, float), np.asarray(z, float)
+    ys, zs = sense * y, sense * z
+    if JT is None:
+        if not isinstance(J, sp.csr_array):
+            J = sp.csr_array(J)
+        JT = J.T
+    primal = max(float(np.max(row_lb - g, initial=0.0)), float(np.max(g - row_ub, initial=0.0)),
+                 float(np.max(col_lb - x, initial=0.0)), float(np.max(x - col_ub, initial=0.0)))
+    stationarity = float(np.abs(grad - JT @ y - z).max(initial=0.0))
+    dual_r, compl_r = _violations(ys, g, row_lb, row_ub)
+    dual_c, compl_c = _violations(zs, x, col_lb, col_ub)
+    dual, compl = max(dual_r, dual_c), max(compl_r, compl_c)
+    scale = max(1.0, float(np.abs(grad).max(initial=0.0)), float(np.abs(y).max(initial=0.0)))
     return {"primal_infeasibility": primal, "dual_infeasibility": dual,
             "complementarity": compl, "stationarity": stationarity, "scale": scale,
             "max": max(primal, dual, compl, stationarity)}

@@ -13,9 +13,11 @@ import time
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo  # noqa: F401  (registers Pyomo's solver plugins)
+import pyomo.environ as pyo  # (importing it also registers Pyomo's solver plugins)
 
 from fairalloc.errors import SolverUnavailableError
+from fairalloc.solvers.compile import bound_sources, eval_bounds
+from fairalloc.solvers.linear import register_with
 from fairalloc.solvers.outcome import SolveOutcome
 from fairalloc.status import Status
 
@@ -45,15 +47,52 @@ class PyomoSolver:
         self.opt = SolverFactory(factory_name)
         if self.opt is None or not self.opt.available():
             raise SolverUnavailableError(f"solver {name!r} is not available (Pyomo '{factory_name}')")
+        if factory_name.startswith("scip"):
+            from pyomo.contrib.solver.solvers.scip import base
+
+            register_with(base._operator_map)  # its walker dispatches on type(node)
         self.options = dict(options or {})
         self.build_seconds = 0.0
         self._duals: dict[Any, float] | None = None
+        self._persistent = hasattr(self.opt, "remove_constraints")
+        self._sources: dict[Any, Any] = {}  # row -> its bound expressions (None: plain numbers)
+        self._pushed: dict[Any, tuple[float, float]] = {}  # row -> bound values the solver holds
 
     def update(self, variables: bool = True) -> None:
-        """Nothing to do: Pyomo's persistent interfaces detect model changes themselves."""
+        """Pyomo's persistent interfaces detect most model changes themselves, but not a mutable
+        ``Param`` in a constraint bound whose value was ``±inf`` when the row was added (Pyomo's
+        ``highs`` then records the row as unbounded there for good: progressive filling's floors
+        were silently ignored). Rows whose bound values changed since the last solve are removed and
+        added again."""
+        if not self._persistent or not self._pushed:
+            return
+        changed = []
+        for con in self.model.component_data_objects(pyo.Constraint, active=True, descend_into=True):
+            src = self._sources.get(con)
+            if src is None:
+                continue
+            vals = eval_bounds(src, 0.0)
+            if self._pushed.get(con) != vals:
+                changed.append(con)
+        if changed:
+            self.opt.remove_constraints(changed)
+            self.opt.add_constraints(changed)
+            for con in changed:
+                self._pushed[con] = eval_bounds(self._sources[con], 0.0)
 
     def update_rows(self, constraints: list[Any]) -> None:
-        """Nothing to do: parameter changes are detected by Pyomo too."""
+        """Parameter changes in bodies are detected by Pyomo; bounds as in :meth:`update`."""
+        self.update()
+
+    def _record_bounds(self) -> None:
+        """Remember the bound values of rows with mutable bounds, as the solver holds them now."""
+        if not self._persistent:
+            return
+        for con in self.model.component_data_objects(pyo.Constraint, active=True, descend_into=True):
+            if con not in self._sources:
+                self._sources[con] = bound_sources(con)
+            if self._sources[con] is not None:
+                self._pushed[con] = eval_bounds(self._sources[con], 0.0)
 
     def solve(self, time_limit: float | None = None, options: dict[str, Any] | None = None,
               kkt: bool = True, warm_start: bool = True) -> SolveOutcome:
@@ -66,6 +105,8 @@ class PyomoSolver:
         t0 = time.perf_counter()
         res = self.opt.solve(self.model, **kwargs)
         wall = time.perf_counter() - t0
+        if not self._pushed:
+            self._record_bounds()
         tc = str(res.termination_condition).split(".")[-1]
         status = _TC.get(tc, Status.ERROR)
         sol = str(res.solution_status).split(".")[-1]

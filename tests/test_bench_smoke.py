@@ -1,0 +1,65 @@
+"""Smoke tests of the solver/formulation benchmarks: small runs whose outputs must agree across
+approaches (the numpy→highspy floor, cvxpy and fairalloc reach the same optimum). No timings are
+asserted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks import _cvxpy, _floor, iterative, scaling
+from benchmarks._workload import scaling_instance
+from fairalloc import solve
+
+
+def test_scaling_quick_run_agrees_across_approaches(tmp_path, monkeypatch):
+    monkeypatch.setattr(scaling, "QUICK_SIZES", [(16, 4)])
+    info = scaling.run(tmp_path, quick=True)
+    assert {(tmp_path / f).exists() for f in info["files"]} == {True}
+    df = pd.read_csv(tmp_path / "scaling.csv")
+    assert set(df.approach) == {"fairalloc", "floor", "cvxpy", "cvxpy-highs"}
+    assert (df.status == "optimal").all(), df[df.status != "optimal"]
+    assert set(df.mechanism) == {*scaling.MAXMIN, *scaling.ONE_LP, "cru"}
+    # the user totals (max-min: unique) or the objective (one-LP forms) match the floor's
+    assert df.diff_vs_floor.max() < 1e-6
+    fa = df[df.approach == "fairalloc"]
+    assert (fa.lps[fa.workload == "mixed"] > 1).all()  # the mixed workload needs several LPs
+    assert "## Agreement" in (tmp_path / "scaling.md").read_text()
+
+
+@pytest.mark.parametrize("mechanism", ["drfh", "tsf", "tsf-er"])
+def test_floor_cvxpy_and_fairalloc_reach_the_same_levels(mechanism):
+    inst = scaling_instance(24, 4, seed=5, link_users=0.8)
+    coeff = _floor.share_coeff(inst, mechanism)
+    floor = _floor.progressive_filling(inst, coeff)
+    cvx = _cvxpy.progressive_filling(inst, coeff)
+    ours = solve(inst, mechanism)
+    levels = [r["level"] for r in (ours.details.get("rounds") or ours.details["iterations"])]
+    assert [r["level"] for r in floor.rounds] == pytest.approx(levels, rel=1e-9)
+    assert [r["level"] for r in cvx.rounds] == pytest.approx(levels, rel=1e-6)  # Clarabel: IPM
+    np.testing.assert_allclose(floor.x.sum(axis=1), ours.tasks, rtol=1e-6)
+    np.testing.assert_allclose(cvx.x.sum(axis=1), ours.tasks, rtol=1e-5)
+
+
+def test_one_lp_forms_agree():
+    inst = scaling_instance(24, 4, seed=6)
+    g = _floor.equal_shares(inst, _floor.share_coeff(inst, "tsf-er"))
+    paper = solve(inst, "tsf-er", variant="paper")
+    assert paper.details["iterations"][0]["level"] == pytest.approx(g.objective, rel=1e-9)
+    w = _floor.share_coeff(inst, "relative-utilitarian")
+    fl, cv = _floor.weighted_sum(inst, w), _cvxpy.weighted_sum(inst, w, solver="HIGHS")
+    ours = solve(inst, "relative-utilitarian")
+    assert ours.details["objective"] == pytest.approx(fl.objective, rel=1e-9)
+    assert cv.objective == pytest.approx(fl.objective, rel=1e-7)
+
+
+def test_rebuild_and_pyomo_handles_give_the_persistent_allocation():
+    iterative._register()
+    inst = scaling_instance(16, 4, seed=2, link_users=0.8)
+    runs = {mode: iterative.run_one(inst, "tsf-er", {}, solver)
+            for mode, solver in iterative.MODES.items()}
+    assert {r["lps"] for r in runs.values()} == {runs["persistent"]["lps"]}
+    for r in runs.values():
+        np.testing.assert_allclose(r["X"], runs["persistent"]["X"], rtol=1e-7)
+    assert len(runs["persistent"]["lp_seconds"]) == runs["persistent"]["lps"] > 1
