@@ -21,7 +21,7 @@ and DRF-α (DRFH) or TSF-α (TSF) is the weighted lexicographic max-min over ``�
 
 The split is an :class:`Instance` (:func:`split_instance`: each ``e`` becomes a server resource), so χ_α
 is the shared χ block of that instance and γTSF its own; the max-min is the same χ + shares +
-progressive-filling construction DRFH and TSF use (:func:`fairalloc.models.tsf_er.build_leximin`). With
+progressive-filling construction DRFH and TSF use (:func:`fairalloc.models.maxmin.leximin_model`). With
 unscoped external resources this *is* ``drfh`` / ``tsf`` run on the split instance (a test checks it).
 A scoped ``e`` is split over ``S_e`` only; on other servers its tasks do not use ``e``, so there it
 gets a capacity no allocation reaches, and κ is taken from the unsplit instance so that this padding
@@ -49,6 +49,7 @@ import pyomo.environ as pyo
 from fairalloc.errors import InstanceError, ParameterError
 from fairalloc.instance import Instance
 from fairalloc.models import tsf_er
+from fairalloc.models.maxmin import leximin_model
 from fairalloc.registry import Param, Solution, as_floats, mechanism
 from fairalloc.solvers import Session
 
@@ -128,7 +129,7 @@ KINDS: dict[str, tuple[str, Callable[[Instance, Instance], np.ndarray]]] = {
 
 def _build(name: str, inst: Instance, alpha: str | list[float]) -> pyo.ConcreteModel:
     split = split_instance(inst, alpha)
-    m = tsf_er.build_leximin(split, KINDS[name][1](inst, split), name)
+    m = leximin_model(split, KINDS[name][1](inst, split), name)
     m.name = f"{name}[{inst.name}]"
     return m
 

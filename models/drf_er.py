@@ -28,6 +28,7 @@ import pyomo.environ as pyo
 
 from fairalloc.instance import Instance
 from fairalloc.models import tsf_er
+from fairalloc.models.maxmin import leximin_model
 from fairalloc.registry import Param, Solution, choice, mechanism
 from fairalloc.solvers import Session
 
@@ -43,7 +44,7 @@ def build(inst: Instance, variant: str = "leximin") -> pyo.ConcreteModel:
     coeff = dominant_share_coeff(inst)
     if variant == "paper":
         return tsf_er.build_lp_taskshare(inst, coeff, "drf-er")
-    return tsf_er.build_leximin(inst, coeff, "drf-er")
+    return leximin_model(inst, coeff, "drf-er", doc="normalised share of user n")
 
 
 @mechanism("drf-er", problem="lp", build=build, reference="[TSFER] §3.3 (DRF-ER of its ref. [37])",

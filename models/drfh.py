@@ -21,8 +21,8 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from fairalloc.instance import Instance
-from fairalloc.models.feasible import allocation, feasible_set
-from fairalloc.models.maxmin import add_maxmin, progressive_filling
+from fairalloc.models.feasible import allocation
+from fairalloc.models.maxmin import leximin_model, progressive_filling
 from fairalloc.registry import Solution, mechanism
 from fairalloc.solvers import Session
 
@@ -30,13 +30,8 @@ from fairalloc.solvers import Session
 def build(inst: Instance) -> pyo.ConcreteModel:
     """χ, the weighted dominant shares ``share[n] = κ_n X_n / φ_n`` and the max-min LP."""
     inst.require_demands("drfh")
-    m = pyo.ConcreteModel(name=f"drfh[{inst.name}]")
-    m.chi = feasible_set(inst)
-    coef = dict(zip(inst.users, inst.dominant_coeff / inst.weight))
-    m.share = pyo.Expression(m.chi.N, rule=lambda m, n: coef[n] * m.chi.X[n],
-                             doc="weighted global dominant share s_n/φ_n ([PSDSF] (6))")
-    add_maxmin(m, m.share)
-    return m
+    return leximin_model(inst, inst.dominant_coeff / inst.weight, "drfh",
+                         doc="weighted global dominant share s_n/φ_n ([PSDSF] (6))")
 
 
 @mechanism("drfh", problem="lp", build=build, reference="[PSDSF] §II-B, (6)",

@@ -35,10 +35,12 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
+from fairalloc.instance import Instance
+from fairalloc.models.feasible import feasible_set
 from fairalloc.solvers import Session
 from fairalloc.status import Status, worst
 
-__all__ = ["MaxMinOutcome", "add_maxmin", "progressive_filling"]
+__all__ = ["MaxMinOutcome", "add_maxmin", "leximin_model", "progressive_filling"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,19 @@ def add_maxmin(m: pyo.ConcreteModel, share: Any, name: str = "maxmin") -> pyo.Bl
     blk.floor = pyo.Constraint(users, rule=lambda b, n: share[n] >= b.floor_level[n])
     blk.objective = pyo.Objective(expr=blk.t, sense=pyo.maximize)
     return blk
+
+
+def leximin_model(inst: Instance, coeff: np.ndarray, name: str,
+                  doc: str = "weighted share of user n") -> pyo.ConcreteModel:
+    """χ (task limits included), ``share[n] = coeff_n X_n`` and the max-min LP: the model every
+    mechanism whose share is linear in the user's total calls ``progressive_filling`` on (drfh,
+    tsf, tsf-er, drf-er, the α-split variants, the bottleneck check of the verification layer)."""
+    m = pyo.ConcreteModel(name=f"{name}[{inst.name}]")
+    m.chi = feasible_set(inst)
+    c = dict(zip(inst.users, map(float, coeff)))
+    m.share = pyo.Expression(m.chi.N, rule=lambda m, n: c[n] * m.chi.X[n], doc=doc)
+    add_maxmin(m, m.share)
+    return m
 
 
 @dataclass

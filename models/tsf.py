@@ -19,21 +19,16 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from fairalloc.instance import Instance
-from fairalloc.models.feasible import allocation, feasible_set
-from fairalloc.models.maxmin import add_maxmin, progressive_filling
+from fairalloc.models.feasible import allocation
+from fairalloc.models.maxmin import leximin_model, progressive_filling
 from fairalloc.registry import Solution, mechanism
 from fairalloc.solvers import Session
 
 
 def build(inst: Instance) -> pyo.ConcreteModel:
     """χ, the task shares ``share[n] = X_n / (φ_n γTSF_n)`` and the max-min LP."""
-    m = pyo.ConcreteModel(name=f"tsf[{inst.name}]")
-    m.chi = feasible_set(inst)
-    coef = dict(zip(inst.users, 1.0 / (inst.weight * inst.gamma_tsf)))
-    m.share = pyo.Expression(m.chi.N, rule=lambda m, n: coef[n] * m.chi.X[n],
-                             doc="weighted task share X_n/(φ_n γTSF_n)")
-    add_maxmin(m, m.share)
-    return m
+    return leximin_model(inst, 1.0 / (inst.weight * inst.gamma_tsf), "tsf",
+                         doc="weighted task share X_n/(φ_n γTSF_n)")
 
 
 @mechanism("tsf", problem="lp", build=build, needs_demands=False,

@@ -54,12 +54,12 @@ import pyomo.environ as pyo
 
 from fairalloc.instance import Instance
 from fairalloc.models.feasible import allocation, feasible_set
-from fairalloc.models.maxmin import add_maxmin, names, progressive_filling
+from fairalloc.models.maxmin import leximin_model, names, progressive_filling
 from fairalloc.registry import Param, Solution, choice, mechanism
 from fairalloc.solvers import Session
 from fairalloc.status import Status, worst
 
-__all__ = ["LoopOutcome", "build", "build_leximin", "build_lp_taskshare", "run", "task_share_coeff"]
+__all__ = ["LoopOutcome", "build", "build_lp_taskshare", "run", "task_share_coeff"]
 
 log = logging.getLogger(__name__)
 
@@ -93,23 +93,12 @@ def build_lp_taskshare(inst: Instance, coeff: np.ndarray, name: str = "tsf-er") 
     return m
 
 
-def build_leximin(inst: Instance, coeff: np.ndarray, name: str = "tsf-er") -> pyo.ConcreteModel:
-    """χ (task limits included), ``share[n] = coeff_n X_n`` and the progressive-filling LP."""
-    m = pyo.ConcreteModel(name=f"{name}[{inst.name}]")
-    m.chi = feasible_set(inst)
-    c = dict(zip(inst.users, map(float, coeff)))
-    m.share = pyo.Expression(m.chi.N, rule=lambda m, n: c[n] * m.chi.X[n],
-                             doc="normalised share of user n")
-    add_maxmin(m, m.share)
-    return m
-
-
 def build(inst: Instance, variant: str = "leximin") -> pyo.ConcreteModel:
     """The first LP: (8a)–(8f) for ``variant="paper"``, the first progressive-filling LP otherwise."""
     coeff = task_share_coeff(inst)
     if variant == "paper":
         return build_lp_taskshare(inst, coeff)
-    return build_leximin(inst, coeff, "tsf-er")
+    return leximin_model(inst, coeff, "tsf-er", doc="normalised share of user n")
 
 
 @dataclass
@@ -185,7 +174,7 @@ def _algorithm1(inst: Instance, session: Session, coeff: np.ndarray, label: str)
 
 
 def _leximin(inst: Instance, session: Session, coeff: np.ndarray, label: str) -> LoopOutcome:
-    m = build_leximin(inst, coeff, label.lower())
+    m = leximin_model(inst, coeff, label.lower(), doc="normalised share of user n")
     mm = progressive_filling(m, session, m.share)
     x = allocation(m.chi, inst)
     U = inst.users

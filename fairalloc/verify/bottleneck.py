@@ -32,11 +32,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pyomo.environ as pyo
 
 from fairalloc.instance import Instance
-from fairalloc.models.feasible import allocation, feasible_set
-from fairalloc.models.maxmin import add_maxmin, progressive_filling
+from fairalloc.models.feasible import allocation
+from fairalloc.models.maxmin import leximin_model, progressive_filling
 from fairalloc.solvers import Session
 
 __all__ = ["bottleneck_fair", "bottleneck_resources", "maxmin_in_resource"]
@@ -74,12 +73,8 @@ def maxmin_in_resource(inst: Instance, rho: str, session: Session | None = None
     (``c_ρ`` the total capacity of ``ρ``, a scale only). Returns ``(X*, outcome)``."""
     r = inst.resources.index(rho)
     coef = inst.demand[:, r] / (inst.weight * inst.capacity[:, r].sum())
-    m = pyo.ConcreteModel(name=f"maxmin[{rho}][{inst.name}]")
-    m.chi = feasible_set(inst)
-    c = dict(zip(inst.users, map(float, coef)))
-    m.share = pyo.Expression(m.chi.N, rule=lambda m, u: c[u] * m.chi.X[u],
-                             doc="weighted share of the bottleneck resource")
-    add_maxmin(m, m.share)
+    m = leximin_model(inst, coef, f"maxmin[{rho}]",
+                      doc="weighted share of the bottleneck resource")
     mm = progressive_filling(m, session or Session(), m.share)
     return allocation(m.chi, inst).sum(axis=1), mm
 
