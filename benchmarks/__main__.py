@@ -19,6 +19,8 @@ DOCS = HERE.parent / "docs" / "benchmarks"
 
 log = logging.getLogger("benchmarks")
 
+MAX_PUBLISHED_CSV = 256 * 1024  # raw tables above this stay in --out (the docs cite the summaries)
+
 
 def discover() -> dict[str, ModuleType]:
     """Every module of this package that defines ``NAME`` and ``run``."""
@@ -72,8 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.publish:
             DOCS.mkdir(parents=True, exist_ok=True)
             for f in info.get("files", []):
-                if Path(f).suffix in {".md", ".png", ".csv"}:
-                    shutil.copy2(out / f, DOCS / Path(f).name)
+                src = out / f
+                if src.suffix == ".csv" and src.stat().st_size > MAX_PUBLISHED_CSV:
+                    print(f"{name}: {f} not published ({src.stat().st_size // 1024} KiB; it stays "
+                          f"in {out})", file=sys.stderr)
+                elif src.suffix in {".md", ".png", ".csv"}:
+                    shutil.copy2(src, DOCS / src.name)
             print(f"{name}: published to {DOCS}", file=sys.stderr)
     return 0
 

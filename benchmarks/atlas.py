@@ -295,8 +295,8 @@ def page(run: Any) -> str:
     L += ["![violation rates](atlas.png)", ""]
     fams = ", ".join(f"`{f}`" for f in FAMILIES)
     L += [f"Families: {fams} (see [the atlas method](../atlas.md#families)). A mechanism that rejects an "
-          "instance (PS-DSF and αPF-VDS with external resources or task limits; the demand-based "
-          "mechanisms on the time-shared form) is not checked on that family.", ""]
+          "instance (PS-DSF with external resources, αPF-VDS with external resources or task limits, "
+          "the demand-based mechanisms on the time-shared form) is not checked on that family.", ""]
 
     L += ["## Every difference, explained", ""]
     diffs = differences(summary)
