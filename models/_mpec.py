@@ -94,7 +94,11 @@ class ScholtesRelaxation:
                 for v, val in saved:
                     v.set_value(val, skip_validation=True)
                 self.history[-1]["status"] += " (kept the previous bound's point)"
-                out = SolveOutcome(status=Status.CONVERGED, solver=out.solver,
+                # a limit stays a limit (the caller reports the point it has, with that status);
+                # any other failure leaves a point the caller judges by its residual
+                limit = out.status in (Status.TIME_LIMIT, Status.ITERATION_LIMIT)
+                out = SolveOutcome(status=out.status if limit else Status.CONVERGED,
+                                   solver=out.solver, extra={"has_point": True},
                                    message=f"bound {tau:.0e} failed ({out.message}); point of bound "
                                            f"{self.bounds[k - 1]:.0e}")
                 break

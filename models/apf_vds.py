@@ -508,6 +508,8 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
         if not exact and status is Status.OPTIMAL:
             status = Status.CONVERGED if nash["ncp_residual"] <= 1e-5 * max(1.0, x.max()) else Status.ERROR
             message = f"NCP residual {nash['ncp_residual']:.2e} at the end of the relaxation loop"
+        elif not status.ok:
+            message = f"{message}; NCP residual {nash['ncp_residual']:.2e} at the returned point"
     elif status is Status.ITERATION_LIMIT and exact and details.get("polish", {}).get("polished"):
         status = Status.CONVERGED
         message = (f"{algorithm} reached its iteration cap; Newton's method on the active set of its last "
@@ -551,4 +553,4 @@ def _solve_ncp(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A
     else:
         x, lam = _ncp_point(m, inst, game)
     status = Status.OPTIMAL if out.ok else out.status
-    return x, lam, status, out.message if out.status is Status.CONVERGED else ""
+    return x, lam, status, out.message if out.status is not Status.OPTIMAL else ""

@@ -107,6 +107,7 @@ class HighsBridge:
         self.algorithm = algorithm
         self.user_options = dict(options or {})
         self.solves = 0
+        self.warm_retries = 0  # warm re-solves HiGHS failed that were run again (primal simplex)
         self._pass_model()
         self._inactive: set[int] = set()
         self._obj_expr: Any = None  # the objective expression last pushed, and whether it holds
@@ -407,7 +408,33 @@ class HighsBridge:
         return out
 
     def _run(self) -> None:
-        self.h.run()
+        ran = self.h.run()
+        if (ran == highspy.HighsStatus.kError and self.h.getModelStatus() == MS.kNotset
+                and self.solves > 1):
+            # HiGHS 1.15's dual simplex can fail outright when it restarts from the previous basis
+            # (seen: TSF-ER 1024x128 with --solver highs-simplex, the second progressive-filling
+            # round ends "Not Set" at iteration 0 from a primal feasible, dual infeasible basis).
+            # Primal simplex from the same basis solves it; a cold dual simplex stalls for many
+            # minutes on these degenerate LPs, so it is only the last resort
+            log.warning("HiGHS dual simplex failed from the previous basis (%s); primal simplex "
+                        "from the same basis, for this and the later re-solves of this model",
+                        self.h.modelStatusToString(self.h.getModelStatus()))
+            self.warm_retries += 1
+            saved = {"solver": self._get_option("solver")}
+            try:
+                self._set_option("solver", "simplex")
+                if "simplex_strategy" not in self.user_options:
+                    # for good: switching back to dual simplex after a primal re-solve stalled for
+                    # many minutes in the same case
+                    self._set_option("simplex_strategy", 4)
+                ran = self.h.run()
+            finally:
+                for k, v in saved.items():
+                    self._set_option(k, v)
+            if ran == highspy.HighsStatus.kError and self.h.getModelStatus() == MS.kNotset:
+                log.warning("HiGHS failed from the previous basis again; solving from scratch")
+                self.h.clearSolver()
+                ran = self.h.run()
         if self.h.getModelStatus() == MS.kUnboundedOrInfeasible:  # decide which: no guessed status
             presolve = self._get_option("presolve")
             self.h.setOptionValue("presolve", "off")

@@ -242,3 +242,28 @@ def test_numerical_breakdown_is_a_status(examples, monkeypatch):
         xn, _, ok = _newton(game, x, lam, x > 0, [np.ones(len(r.capacity), bool) for r in game.rows],
                             5, 1e-13)
     assert all(np.isfinite(li).all() for li in lam) and not ok and np.array_equal(xn, x)
+
+
+def test_time_limit_inside_the_relaxation_loop_is_a_limit(monkeypatch):
+    """A Scholtes bound cut short by the time limit ends the NCP solve with status ``time_limit`` (the
+    last bound's point, its NCP residual in the message), not ``error`` or ``converged``."""
+    inst = _all_positive(3)
+    real = Session.run
+    calls = {"n": 0}
+
+    def run(self, handle, options=None):
+        calls["n"] += 1
+        if calls["n"] == 3:  # the third bound runs out of time
+            from fairalloc.solvers import SolveOutcome
+            from fairalloc.status import Status
+
+            out = SolveOutcome(status=Status.TIME_LIMIT, solver=handle.name, message="time limit")
+            self.outcomes.append(out)
+            return out
+        return real(self, handle, options)
+
+    monkeypatch.setattr(Session, "run", run)
+    r = solve(inst, "apf-vds", alpha=3.0, algorithm="ncp", polish=False)
+    assert r.status.value == "time_limit", r.message
+    assert "bound 1e-04 failed" in r.message and "NCP residual" in r.message
+    assert feasibility(inst, r.x)["holds"]

@@ -114,6 +114,39 @@ def test_limits_are_reported_honestly():
     assert s.solve(m).status is Status.TIME_LIMIT
 
 
+def test_failed_warm_dual_simplex_is_re_solved_by_primal_simplex():
+    """HiGHS 1.15's dual simplex can end a warm re-solve at once with status 'Not Set' (seen on TSF-ER
+    1024x128, second progressive-filling round). The bridge then runs primal simplex from the same
+    basis and keeps it for later re-solves; the answer equals a fresh solve."""
+    import highspy
+
+    m = _big_lp(n=300)
+    bridge = HighsBridge(m, algorithm="simplex")
+    assert bridge.solve().ok
+    m.c[0].set_value(m.c[0].body <= 0.5)
+    bridge.update()
+
+    class FailsOnce:  # the HiGHS handle, except that the next run fails as HiGHS did
+        def __init__(self, h):
+            self._h, self._failed = h, False
+
+        def __getattr__(self, name):
+            return getattr(self._h, name)
+
+        def run(self):
+            if not self._failed:
+                self._failed = True
+                return highspy.HighsStatus.kError
+            return self._h.run()
+
+    bridge.h.clearSolver()  # model status 'Not Set', as HiGHS left it
+    bridge.h = FailsOnce(bridge.h)
+    out = bridge.solve()
+    assert out.status is Status.OPTIMAL and bridge.warm_retries == 1
+    assert bridge._get_option("simplex_strategy") == 4
+    assert out.objective == pytest.approx(HighsBridge(m).solve().objective, rel=1e-9)
+
+
 def nash_welfare(sense=pyo.maximize):
     """max Σ w log u[n], u[n] = Σ_i x[n,i], capacity rows: a small Eisenberg–Gale program."""
     m = pyo.ConcreteModel()
