@@ -9,7 +9,9 @@ re-solves it through its solver handle. Three handles are compared on the same r
 - ``rebuild`` — the model translated again into a fresh HiGHS object before every LP (cold start):
   what a loop that calls a one-shot solver does;
 - ``pyomo-highs`` — Pyomo's own persistent HiGHS interface (``contrib.solver`` ``highs``), which
-  detects the edits itself.
+  detects the edits itself (given IPM from 20 000 columns on, as the bridge chooses).
+
+Each run has a time limit of 15 minutes.
 
 Cases: progressive filling (drfh, tsf, tsf-er) on the ``mixed`` scaling workload (4–5 LPs) at
 256 × 32 and 1024 × 128; [TSFER] Algorithm 1 (``tsf-er -p variant=paper``) with task limits (users
@@ -39,13 +41,15 @@ from fairalloc.generate import random_instance
 from fairalloc.instance import Instance
 from fairalloc.registry import get_mechanism
 from fairalloc.solvers import SOLVERS, Session, SolverSpec
-from fairalloc.solvers.highs import HighsBridge
+from fairalloc.solvers.highs import IPM_ABOVE, HighsBridge
 
 NAME = "iterative"
 DESCRIPTION = ("iterative mechanisms: LPs, time per LP, persistent re-solve vs rebuild vs Pyomo's "
                "persistent HiGHS")
 
 log = logging.getLogger("benchmarks.iterative")
+
+TIME_LIMIT = 900.0  # seconds per run: a mode that needs longer ends with status time_limit
 
 MODES = {"persistent": "highs", "rebuild": "highs-rebuild", "pyomo-highs": "pyomo-highs"}
 
@@ -119,7 +123,12 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any], Instance]]:
 def run_one(inst: Instance, mech: str, params: dict[str, Any], solver: str) -> dict[str, Any]:
     """Run ``mech`` with ``solver``; per-LP outcomes from the session."""
     m = get_mechanism(mech)
-    session = Session(solver=solver)
+    options = {}
+    if solver == "pyomo-highs" and inst.n_users * inst.n_servers >= IPM_ABOVE:
+        # the algorithm fairalloc's bridge picks at this size; HiGHS's own choice (dual simplex)
+        # stalls on these degenerate LPs (over 30 min for drfh 1024 × 128 before this was set)
+        options = {"solver": "ipm"}
+    session = Session(solver=solver, time_limit=TIME_LIMIT, options=options)
     t0 = time.perf_counter()
     sol = m.solve(inst, session, **m.parse_params(params))
     wall = time.perf_counter() - t0

@@ -112,8 +112,8 @@ def _shares(handle: Any, blk: pyo.Block, share: Any, users: list[Any], t: float)
 
 
 def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name: str = "maxmin",
-                        dual_tol: float = 1e-9, tol: float = 1e-9, handle: Any = None
-                        ) -> MaxMinOutcome:
+                        dual_tol: float = 1e-9, tol: float = 1e-9, handle: Any = None,
+                        warm_start: bool = False) -> MaxMinOutcome:
     """Run progressive filling on the block added by :func:`add_maxmin`; the final allocation is
     left in the model's variables.
 
@@ -121,6 +121,11 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
     data, e.g. PS-DSF's per-server best responses); the caller resets the ``level``/``floor`` rows and
     pushes coefficient or body-constant changes with ``handle.update_rows``. The handle used is
     returned in ``MaxMinOutcome.handle``.
+
+    ``warm_start=False`` (default) re-solves each round from scratch on the persistent model: after
+    users are frozen the previous basis is a poor start and skips HiGHS's presolve, and warm dual
+    simplex needed 3–7× the time of a cold solve at 256 users × 32 servers (``docs/performance.md``).
+    PS-DSF's many small per-server LPs pass ``True`` (warm was 1.3× faster there).
     """
     blk = getattr(m, name)
     active = [n for n in blk.level.keys() if blk.level[n].active]
@@ -130,6 +135,8 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
         handle = session.open(m, "lp")
     else:
         handle.update(variables=False)
+    if hasattr(handle, "warm_start"):
+        handle.warm_start = warm_start
     status = Status.OPTIMAL
     while active:
         out = session.run(handle)

@@ -124,7 +124,7 @@ class ServerLeximin:
             self._handle.update_rows(self._rows)
             if self._limited:
                 self._handle.update()  # and the limits' column bounds
-        out = progressive_filling(m, session, m.vds, handle=self._handle)
+        out = progressive_filling(m, session, m.vds, handle=self._handle, warm_start=True)
         self._handle = out.handle
         col = np.zeros(self.inst.n_users)
         col[self.users] = [max(0.0, v.value or 0.0) for v in self._vars]

@@ -139,6 +139,8 @@ def _algorithm1(inst: Instance, session: Session, coeff: np.ndarray, label: str)
     U, T = inst.users, inst.tasks
     active, saturated = list(range(inst.n_users)), []
     handle = session.open(m, "lp")
+    if hasattr(handle, "warm_start"):
+        handle.warm_start = False  # as in progressive filling: cold re-solves are faster here
     out = LoopOutcome(np.zeros((inst.n_users, inst.n_servers)), Status.OPTIMAL)
     while True:
         res = session.run(handle)

@@ -108,6 +108,9 @@ class HighsBridge:
         self.user_options = dict(options or {})
         self.solves = 0
         self.warm_retries = 0  # warm re-solves HiGHS failed that were run again (primal simplex)
+        # re-solve from the previous basis (True) or from scratch on the model HiGHS already holds
+        # (False: presolve runs again; see progressive_filling for when that is faster)
+        self.warm_start = True
         self._pass_model()
         self._inactive: set[int] = set()
         self._obj_expr: Any = None  # the objective expression last pushed, and whether it holds
@@ -408,9 +411,11 @@ class HighsBridge:
         return out
 
     def _run(self) -> None:
+        if not self.warm_start and self.solves > 1:
+            self.h.clearSolver()  # the model stays; basis and solution go
         ran = self.h.run()
         if (ran == highspy.HighsStatus.kError and self.h.getModelStatus() == MS.kNotset
-                and self.solves > 1):
+                and self.solves > 1 and self.warm_start):
             # HiGHS 1.15's dual simplex can fail outright when it restarts from the previous basis
             # (seen: TSF-ER 1024x128 with --solver highs-simplex, the second progressive-filling
             # round ends "Not Set" at iteration 0 from a primal feasible, dual infeasible basis).
