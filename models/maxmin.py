@@ -113,7 +113,7 @@ def _shares(handle: Any, blk: pyo.Block, share: Any, users: list[Any], t: float)
 
 def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name: str = "maxmin",
                         dual_tol: float = 1e-9, tol: float = 1e-9, handle: Any = None,
-                        warm_start: bool = False) -> MaxMinOutcome:
+                        resolve: str = "primal") -> MaxMinOutcome:
     """Run progressive filling on the block added by :func:`add_maxmin`; the final allocation is
     left in the model's variables.
 
@@ -122,10 +122,13 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
     pushes coefficient or body-constant changes with ``handle.update_rows``. The handle used is
     returned in ``MaxMinOutcome.handle``.
 
-    ``warm_start=False`` (default) re-solves each round from scratch on the persistent model: after
-    users are frozen the previous basis is a poor start and skips HiGHS's presolve, and warm dual
-    simplex needed 3–7× the time of a cold solve at 256 users × 32 servers (``docs/performance.md``).
-    PS-DSF's many small per-server LPs pass ``True`` (warm was 1.3× faster there).
+    ``resolve`` says how HiGHS re-solves after a round (``HighsBridge.resolve``). Freezing users only
+    relaxes rows (a ``level`` row becomes free, a ``floor`` at or below the user's current share
+    appears), so the previous basis stays primal feasible and ``"primal"`` (default) re-solves by
+    primal simplex from it. HiGHS's own warm choice, dual simplex, took 3–7× as long at 256 users ×
+    32 servers (it starts dual infeasible) and at 1024 × 128 once failed outright; from scratch
+    (``"cold"``) was in between (``docs/benchmarks/iterative.md``). IPM (from 20 000 columns) has
+    no warm start either way.
     """
     blk = getattr(m, name)
     active = [n for n in blk.level.keys() if blk.level[n].active]
@@ -135,8 +138,8 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
         handle = session.open(m, "lp")
     else:
         handle.update(variables=False)
-    if hasattr(handle, "warm_start"):
-        handle.warm_start = warm_start
+    if hasattr(handle, "resolve"):
+        handle.resolve = resolve
     status = Status.OPTIMAL
     while active:
         out = session.run(handle)

@@ -108,9 +108,11 @@ class HighsBridge:
         self.user_options = dict(options or {})
         self.solves = 0
         self.warm_retries = 0  # warm re-solves HiGHS failed that were run again (primal simplex)
-        # re-solve from the previous basis (True) or from scratch on the model HiGHS already holds
-        # (False: presolve runs again; see progressive_filling for when that is faster)
-        self.warm_start = True
+        # how a re-solve starts: "warm" (HiGHS's choice of simplex from the previous basis),
+        # "primal" (primal simplex from the previous basis: the basis stays primal feasible when a
+        # loop only relaxes rows, as progressive filling does) or "cold" (from scratch, presolve
+        # again, on the model HiGHS already holds). The user's simplex_strategy takes precedence.
+        self.resolve = "warm"
         self._pass_model()
         self._inactive: set[int] = set()
         self._obj_expr: Any = None  # the objective expression last pushed, and whether it holds
@@ -368,6 +370,9 @@ class HighsBridge:
             # HiGHS's postsolve of a PDLP point loses the duals (seen: "Optimal" turned "Unknown",
             # 2.4 % dual infeasibility, on every max-min LP); without presolve PDLP converges
             options["presolve"] = "off"
+        if (self.resolve == "primal" and self.solves and "simplex_strategy" not in options
+                and "simplex_strategy" not in self.user_options):
+            options["simplex_strategy"] = 4  # primal simplex from the previous basis
         self.solves += 1
         saved = {k: self._get_option(k) for k in options}
         for k, v in options.items():  # options given here hold for this solve only
@@ -411,11 +416,11 @@ class HighsBridge:
         return out
 
     def _run(self) -> None:
-        if not self.warm_start and self.solves > 1:
+        if self.resolve == "cold" and self.solves > 1:
             self.h.clearSolver()  # the model stays; basis and solution go
         ran = self.h.run()
         if (ran == highspy.HighsStatus.kError and self.h.getModelStatus() == MS.kNotset
-                and self.solves > 1 and self.warm_start):
+                and self.solves > 1 and self.resolve != "cold"):
             # HiGHS 1.15's dual simplex can fail outright when it restarts from the previous basis
             # (seen: TSF-ER 1024x128 with --solver highs-simplex, the second progressive-filling
             # round ends "Not Set" at iteration 0 from a primal feasible, dual infeasible basis).

@@ -8,6 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI (CI=true) runs the property tests on a fixed sequence of examples, so a red build is
+# reproducible; locally every run explores new examples (and keeps failures in .hypothesis/)
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
