@@ -174,8 +174,8 @@ def progressive_filling(inst: Instance, coeff: np.ndarray, options: dict[str, An
     values = np.zeros(P + 1)
     while active.any():
         t1 = time.perf_counter()
-        if rounds:
-            h.clearSolver()  # cold re-solves, as fairalloc's progressive filling does
+        if len(rounds) == 1:  # re-solves by primal simplex from the previous basis, as fairalloc's
+            h.setOptionValue("simplex_strategy", 4)  # progressive filling does (IPM ignores it)
         h.run()
         dt = time.perf_counter() - t1
         t_solve += dt

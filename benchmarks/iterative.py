@@ -5,7 +5,9 @@ re-solves it through its solver handle. Three handles are compared on the same r
 
 - ``persistent`` — fairalloc's :class:`~fairalloc.solvers.highs.HighsBridge`: the model is translated
   once; after an edit only bounds, new rows and changed coefficients go to HiGHS, which keeps its
-  basis (warm simplex on small LPs; IPM on LPs with ≥ 20 000 columns);
+  basis and re-solves as each loop asks (``HighsBridge.resolve``: primal simplex from the previous
+  basis for progressive filling and Algorithm 1, HiGHS's warm choice for PS-DSF; IPM, which has no
+  warm start, on LPs with ≥ 20 000 columns);
 - ``rebuild`` — the model translated again into a fresh HiGHS object before every LP (cold start):
   what a loop that calls a one-shot solver does;
 - ``pyomo-highs`` — Pyomo's own persistent HiGHS interface (``contrib.solver`` ``highs``), which
@@ -189,7 +191,10 @@ def summary(df: pd.DataFrame, lp: pd.DataFrame, quick: bool) -> str:
              f"`python -m benchmarks {NAME}`; all rows in `{NAME}.csv`. Seconds of wall time; "
              "`other` = everything outside the solver handle (Pyomo model building, the mechanism's "
              "own loop, pushing edits to the handle). `diff X` = largest relative difference of the "
-             "user totals from the persistent run.",
+             "user totals from the persistent run. `persistent`: fairalloc's bridge (re-solves by "
+             "primal simplex from the previous basis in the max-min loops, HiGHS's warm choice in "
+             "PS-DSF); `rebuild`: a new HiGHS model for every LP (cold); `pyomo-highs`: Pyomo's "
+             "persistent `highs` interface. LPs with ≥ 20 000 columns go to IPM in all three.",
              "",
              "| case | mode | LPs | iterations | total | per LP | translate | HiGHS | load | other | "
              "diff X |",
