@@ -178,7 +178,9 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
                                      f"round {len(rounds) + 1}: no blocked user found at t = {t}",
                                      handle)
         margin = tol * max(1.0, abs(t))
-        held = _shares(handle, blk, share, blocked, t)
+        # after probe LPs the solver's activities (and t) belong to the last probe, not this round
+        held = (_shares(handle, blk, share, blocked, t) if how == "duals"
+                else [float(pyo.value(share[n])) for n in blocked])
         for n, sn in zip(blocked, held):
             levels[n] = t
             blk.level[n].deactivate()

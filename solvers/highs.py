@@ -38,7 +38,7 @@ from fairalloc.solvers.compile import (
     row_bounds,
 )
 from fairalloc.solvers.kkt import kkt_residuals
-from fairalloc.solvers.linear import column_bounds, load_values
+from fairalloc.solvers.linear import ArrayLinearExpression, column_bounds, load_values
 from fairalloc.solvers.outcome import SolveOutcome
 from fairalloc.status import Status
 
@@ -56,6 +56,21 @@ _STATUS = {
     MS.kIterationLimit: Status.ITERATION_LIMIT,
     MS.kSolutionLimit: Status.ITERATION_LIMIT,
 }
+
+
+def _has_named_expression(expr: Any) -> bool:
+    """Whether a named ``Expression`` occurs in ``expr`` (array-backed rows hold variables only and
+    are not expanded)."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ArrayLinearExpression) or not hasattr(e, "args"):
+            continue
+        if getattr(e, "is_named_expression_type", lambda: False)():
+            return True
+        if not getattr(e, "is_variable_type", lambda: False)():
+            stack.extend(e.args)
+    return False
 
 
 @contextmanager
@@ -121,8 +136,8 @@ class HighsBridge:
         self.build_seconds = time.perf_counter() - t0
         self.x = np.zeros(0)
         self.row_value = np.zeros(0)
-        self.row_dual = np.zeros(0)
-        self.col_dual = np.zeros(0)
+        self.row_dual: np.ndarray | None = np.zeros(0)  # None: the last solve gave no multipliers
+        self.col_dual: np.ndarray | None = np.zeros(0)
         log.log(loglevel, "HiGHS model %s: %d rows, %d columns, %d nonzeros (compiled in %.3f s)",
                 model.name, *self.form.shape, self.form.A.nnz, self.build_seconds)
 
@@ -182,6 +197,7 @@ class HighsBridge:
         f = self.form
         seen = np.zeros(len(f.constraints), bool)
         new: list[Any] = []
+        replaced: list[Any] = []  # set_value gave the row a new expression: body and bounds
         index, sources, exprs = f.row_index, f.row_bound_src, f.row_expr
         for comp in self.model.component_objects(pyo.Constraint, active=True, descend_into=True):
             for con in comp.values():
@@ -194,8 +210,7 @@ class HighsBridge:
                 seen[r] = True
                 expr = con.expr
                 if expr is not exprs[r]:
-                    exprs[r], sources[r] = expr, bound_sources(con)
-                    f.nat_lb[r], f.nat_ub[r] = row_bounds(con, f.row_const[r])
+                    replaced.append(con)
                 elif sources[r] is not None:
                     f.nat_lb[r], f.nat_ub[r] = eval_bounds(sources[r], f.row_const[r])
         # deactivated or deleted rows impose nothing
@@ -207,6 +222,8 @@ class HighsBridge:
             f.row_lb, f.row_ub = lbs, ubs
         if new:
             self._add_rows(new)
+        if replaced:
+            self.update_rows(replaced)
         if variables:
             lb, ub, _ = column_bounds(f.variables)
             changed = np.flatnonzero((lb != f.col_lb) | (ub != f.col_ub))
@@ -281,7 +298,10 @@ class HighsBridge:
                 (1 if obj.sense == pyo.minimize else -1) == f.sense:
             return  # the same objective object, expression and sense, with no mutable parameter
         self._obj_expr = obj.expr
-        self._obj_mutable = any(True for _ in identify_mutable_parameters(obj.expr))
+        # re-read every time if a mutable parameter or a named Expression (whose set_value changes
+        # the objective without changing obj.expr) is in it
+        self._obj_mutable = _has_named_expression(obj.expr) or any(
+            True for _ in identify_mutable_parameters(obj.expr))
         n_before = len(f.variables)
         cols: list[int] = []
         vals: list[float] = []
@@ -365,7 +385,7 @@ class HighsBridge:
             # IPM, DRFH 1024x128) and even warm after freezing users (TSF-ER 1000x30: 200 s for 5
             # warm simplex rounds vs 11 s for 5 IPM rounds); crossover still returns a basis
             options["solver"] = "ipm"
-        pdlp = options.get("solver", self.algorithm) == "pdlp"
+        pdlp = options.get("solver", self.user_options.get("solver", self.algorithm)) == "pdlp"
         if pdlp and "presolve" not in options and "presolve" not in self.user_options:
             # HiGHS's postsolve of a PDLP point loses the duals (seen: "Optimal" turned "Unknown",
             # 2.4 % dual infeasibility, on every max-min LP); without presolve PDLP converges
@@ -373,12 +393,15 @@ class HighsBridge:
         if (self.resolve == "primal" and self.solves and "simplex_strategy" not in options
                 and "simplex_strategy" not in self.user_options):
             options["simplex_strategy"] = 4  # primal simplex from the previous basis
-        self.solves += 1
-        saved = {k: self._get_option(k) for k in options}
-        for k, v in options.items():  # options given here hold for this solve only
-            self._set_option(k, v)
+        saved: dict[str, Any] = {}
         t0 = time.perf_counter()
         try:
+            for k, v in options.items():  # options given here hold for this solve only
+                old = self._get_option(k)
+                self._set_option(k, v)  # raises on an option HiGHS rejects
+                saved[k] = old
+            self.solves += 1
+            t0 = time.perf_counter()
             with _stdout_to_stderr(pdlp):
                 self._run()
         finally:
@@ -405,6 +428,8 @@ class HighsBridge:
             self.row_value = np.asarray(sol.row_value, float)
             load_values(self.form.variables, self.x)
             out.objective = float(info.objective_function_value)
+            if not sol.dual_valid:  # no multipliers for this point: none of the last solve's either
+                self.row_dual = self.col_dual = None
             if sol.dual_valid:
                 self.row_dual = np.asarray(sol.row_dual, float)
                 self.col_dual = np.asarray(sol.col_dual, float)
@@ -466,9 +491,14 @@ class HighsBridge:
     # ------------------------------------------------------------------ multipliers
     def dual(self, con: Any) -> float:
         """``d(objective*)/d(bound)`` of a constraint at the last solve."""
+        if self.row_dual is None:
+            return float("nan")
         return float(self.row_dual[self.form.row_index[id(con)]])
 
-    def duals(self, cons: Any) -> np.ndarray:
+    def duals(self, cons: Any) -> np.ndarray | None:
+        """Multipliers of ``cons`` at the last solve; None if it gave none (callers then probe)."""
+        if self.row_dual is None:
+            return None
         idx = self.form.row_index
         return self.row_dual[[idx[id(c)] for c in cons]]
 
@@ -480,6 +510,8 @@ class HighsBridge:
         return self.row_value[r] + f.row_const[r]
 
     def reduced_cost(self, var: Any) -> float:
+        if self.col_dual is None:
+            return float("nan")
         return float(self.col_dual[self.form.columns.index[id(var)]])
 
     def values(self, variables: Any) -> np.ndarray:
@@ -491,6 +523,8 @@ class HighsBridge:
     def load_suffixes(self) -> None:
         """Copy multipliers into ``model.dual`` / ``model.rc`` (created as IMPORT suffixes)."""
         m = self.model
+        if self.row_dual is None or self.col_dual is None:
+            return
         for name, arr, comps in (("dual", self.row_dual, self.form.constraints),
                                  ("rc", self.col_dual, self.form.variables)):
             suf = getattr(m, name, None)

@@ -4,12 +4,15 @@ instances with placement constraints, weights, task limits and external resource
 from __future__ import annotations
 
 import numpy as np
+import pyomo.environ as pyo
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fairalloc import Instance, solve
 from fairalloc.generate import random_instance
+from fairalloc.models.maxmin import add_maxmin, progressive_filling
+from fairalloc.solvers import Session
 from fairalloc.verify import feasibility
 
 from independent import leximin
@@ -121,3 +124,19 @@ def test_floors_stay_consistent_over_many_rounds():
         col, out = server.respond(x, Session())
         assert out.status.value == "optimal", out.message
         x[:, i] = col
+
+
+def test_probe_fallback_holds_frozen_users_at_their_level():
+    """When the blocked users are found by probe LPs (duals inconclusive: forced here with a huge
+    dual_tol), their floors come from the round's point, not from the last probe LP's row
+    activities (which read share − t_probe + t: floors of −3 and the answer [0, 2, 6])."""
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(3), domain=pyo.NonNegativeReals)
+    m.c1 = pyo.Constraint(expr=m.x[0] + m.x[1] <= 2)
+    m.c2 = pyo.Constraint(expr=m.x[2] <= 10)
+    m.c3 = pyo.Constraint(expr=m.x[0] + m.x[2] <= 6)
+    m.share = pyo.Expression(range(3), rule=lambda m, n: m.x[n])
+    add_maxmin(m, m.share)
+    out = progressive_filling(m, Session(solver="highs"), m.share, dual_tol=5.0)
+    assert out.status.ok and {r["by"] for r in out.rounds} == {"probe LPs"}
+    assert [pyo.value(m.x[i]) for i in range(3)] == pytest.approx([1, 1, 5], abs=1e-6)

@@ -72,3 +72,39 @@ def test_pyomo_persistent_highs_agrees_over_progressive_filling(mechanism):
     b = solve(inst, mechanism, solver="pyomo-highs")
     assert a.solver["solves"] > 1 and b.ok
     np.testing.assert_allclose(b.tasks, a.tasks, rtol=1e-6, atol=1e-9)
+
+
+def _small():
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(3), domain=pyo.NonNegativeReals)
+    m.cap = pyo.Constraint(expr=m.x[0] + 2 * m.x[1] + m.x[2] <= 4)
+    m.e = pyo.Expression(expr=m.x[0] + m.x[1])
+    m.obj = pyo.Objective(expr=m.e, sense=pyo.maximize)
+    return m
+
+
+def test_bridge_update_sees_replaced_rows_and_named_objective_edits():
+    """update() re-reads a row whose expression set_value replaced (body and bounds, not only the
+    bounds) and an objective edited through a named Expression; the answer equals a fresh solve."""
+    m = _small()
+    bridge = HighsBridge(m)
+    assert bridge.solve().objective == pytest.approx(4.0)
+    m.cap.set_value(2 * m.x[0] + 2 * m.x[1] + m.x[2] <= 4)
+    bridge.update()
+    out = bridge.solve()
+    assert out.objective == pytest.approx(HighsBridge(m).solve().objective) == pytest.approx(2.0)
+    assert out.kkt["max"] <= 1e-9
+    m.e.set_value(m.x[0] + 3 * m.x[1])
+    bridge.update()
+    assert bridge.solve().objective == pytest.approx(HighsBridge(m).solve().objective)
+
+
+def test_rejected_per_solve_option_leaves_the_others_as_they_were():
+    from fairalloc.errors import ParameterError
+
+    bridge = HighsBridge(_small())
+    bridge.solve()
+    before = bridge._get_option("presolve"), bridge.solves
+    with pytest.raises(ParameterError):
+        bridge.solve(options={"presolve": "off", "no_such_option": 1})
+    assert (bridge._get_option("presolve"), bridge.solves) == before
