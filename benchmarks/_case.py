@@ -90,7 +90,9 @@ def _objective(mechanism: str, inst: Any, details: dict[str, Any], X: np.ndarray
     return float(details.get("objective", float("nan")))
 
 
-def _floor(spec: dict[str, Any], folder: Path) -> dict[str, Any]:
+def _prepare(spec: dict[str, Any], folder: Path, module: Any) -> tuple[Any, Any, np.ndarray, float, float]:
+    """Start the clock, load the instance, and pick ``module``'s routine for the mechanism's form:
+    ``(routine, instance, share coefficients, t0, load seconds)``."""
     from benchmarks import _floor as fl
     from fairalloc.io import load_instance
 
@@ -98,8 +100,15 @@ def _floor(spec: dict[str, Any], folder: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     inst = load_instance(folder)
     load = time.perf_counter() - t0
-    coeff = fl.share_coeff(inst, coeff_name)
-    run = {"maxmin": fl.progressive_filling, "equal": fl.equal_shares, "sum": fl.weighted_sum}[kind]
+    run = {"maxmin": module.progressive_filling, "equal": module.equal_shares,
+           "sum": module.weighted_sum}[kind]
+    return run, inst, fl.share_coeff(inst, coeff_name), t0, load
+
+
+def _floor(spec: dict[str, Any], folder: Path) -> dict[str, Any]:
+    from benchmarks import _floor as fl
+
+    run, inst, coeff, t0, load = _prepare(spec, folder, fl)
     o = run(inst, coeff, spec.get("options"))
     out = {"load": load, **o.timings}
     out["end_to_end"] = time.perf_counter() - t0
@@ -111,15 +120,8 @@ def _floor(spec: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 def _cvxpy(spec: dict[str, Any], folder: Path) -> dict[str, Any]:
     from benchmarks import _cvxpy as cv
-    from benchmarks import _floor as fl
-    from fairalloc.io import load_instance
 
-    kind, coeff_name, _, _ = FORMS[spec["mechanism"]]
-    t0 = time.perf_counter()
-    inst = load_instance(folder)
-    load = time.perf_counter() - t0
-    coeff = fl.share_coeff(inst, coeff_name)
-    run = {"maxmin": cv.progressive_filling, "equal": cv.equal_shares, "sum": cv.weighted_sum}[kind]
+    run, inst, coeff, t0, load = _prepare(spec, folder, cv)
     o = run(inst, coeff, solver=spec.get("solver"))
     out: dict[str, Any] = {"load": load, "build": o.timings.get("build", 0.0),
                            "translate": o.timings.get("compile", 0.0),
