@@ -50,6 +50,8 @@ def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver
     values = mech.parse_params(params)
     if mech.needs_demands:
         inst.require_demands(mech.name)
+    if not mech.supports_budgets:
+        inst.require_no_budgets(mech.name)
     session = Session(solver=solver, time_limit=time_limit, options=solver_options)
     session.check(mech.problem)
     log.info("%s on %r (%d users, %d servers)", mech.name, inst.name, inst.n_users, inst.n_servers)

@@ -71,6 +71,8 @@ class Instance:
     external_scope: np.ndarray | None = None  # (E, K) bool: servers whose tasks use e
     rates: np.ndarray | None = None  # (N, K) time-shared form
     name: str = "instance"
+    budget_limit: np.ndarray | None = None  # (N,) per-user budget B[n]; inf = no budget
+    budget_cost: np.ndarray | None = None  # (N, K) cost per task c[n,i] >= 0 (0 = free)
 
     # ------------------------------------------------------------------ construction and validation
     def __post_init__(self) -> None:
@@ -98,7 +100,21 @@ class Instance:
         set_(self, "external_scope", _frozen(scope, dtype=bool).reshape(E, K))
         if self.rates is not None:
             set_(self, "rates", _frozen(self.rates).reshape(N, K))
+        blim = np.full(N, np.inf) if self.budget_limit is None else self.budget_limit
+        set_(self, "budget_limit", _frozen(blim, what="budget_limit").reshape(N))
+        bcost = np.zeros((N, K)) if self.budget_cost is None else self.budget_cost
+        set_(self, "budget_cost", _frozen(bcost, what="budget_cost").reshape(N, K))
         self._check_values()
+        self._check_budgets()
+
+    def _check_budgets(self) -> None:
+        for n in np.flatnonzero(np.isnan(self.budget_limit) | (self.budget_limit < 0)):
+            raise InstanceError(f"users[{self.users[n]}].budget.limit = {_fmt(self.budget_limit[n])}: "
+                                "must be a number >= 0")
+        c = self.budget_cost
+        for (n, i) in np.argwhere(np.isnan(c) | (c < 0) | np.isinf(c)):
+            raise InstanceError(f"users[{self.users[n]}].budget.cost.{self.servers[i]} = "
+                                f"{_fmt(c[n, i])}: must be a finite number >= 0")
 
     def _check_names(self) -> None:
         groups = [("users", self.users), ("servers", self.servers),
@@ -167,12 +183,14 @@ class Instance:
                     weight: Any = None, tasks: Any = None, eligible: Any = None,
                     external_capacity: Any = None, external_demand: Any = None,
                     external_scope: Any = None, rates: Any = None,
+                    budget_limit: Any = None, budget_cost: Any = None,
                     users: Sequence[str] | None = None, servers: Sequence[str] | None = None,
                     resources: Sequence[str] | None = None, external: Sequence[str] | None = None,
                     name: str = "instance") -> Instance:
         """Build an instance from arrays; names default to ``u1.., s1.., r1.., e1..``.
 
         Give ``capacity`` (K×R) and ``demand`` (N×R), or ``rates`` (N×K) for the time-shared form.
+        Optional per-user budgets: ``budget_limit`` (N, ``inf`` = none) and ``budget_cost`` (N×K).
         """
         if rates is not None:
             rates = np.asarray(rates, float)
@@ -198,7 +216,8 @@ class Instance:
             external_capacity=ext_cap,
             external_demand=None if external_demand is None else np.asarray(
                 external_demand, float).reshape(N, E),
-            external_scope=external_scope, rates=rates, name=name)
+            external_scope=external_scope, rates=rates, name=name,
+            budget_limit=budget_limit, budget_cost=budget_cost)
 
     def replace(self, **changes: Any) -> Instance:
         """A copy with some fields changed (validated again), e.g. a misreported demand."""
@@ -226,6 +245,23 @@ class Instance:
     @property
     def has_task_limits(self) -> bool:
         return bool(np.isfinite(self.tasks).any())
+
+    @property
+    def has_budgets(self) -> bool:
+        """True when some user has a budget ``Σ_i c[n,i]·x[n,i] ≤ B[n]`` (``B[n] < inf``)."""
+        return bool(np.isfinite(self.budget_limit).any())
+
+    @property
+    def budgeted(self) -> np.ndarray:
+        """Indices of the users with a budget."""
+        return np.flatnonzero(np.isfinite(self.budget_limit))
+
+    def require_no_budgets(self, mechanism: str) -> None:
+        """Raise a clear error if a mechanism that cannot honour budgets gets budgeted users."""
+        if self.has_budgets:
+            who = ", ".join(self.users[n] for n in self.budgeted)
+            raise InstanceError(f"{self.name}: mechanism '{mechanism}' does not support budgets "
+                                f"(budgeted users: {who})")
 
     def require_demands(self, mechanism: str) -> None:
         """Raise a clear error if a demand-based mechanism gets a time-shared instance."""
@@ -400,7 +436,7 @@ class Instance:
         if not isinstance(other, Instance):
             return NotImplemented
         arrays = ("capacity", "demand", "weight", "tasks", "eligible", "external_capacity",
-                  "external_demand", "external_scope")
+                  "external_demand", "external_scope", "budget_limit", "budget_cost")
         same_rates = (self.rates is None) == (other.rates is None) and (
             self.rates is None or np.array_equal(self.rates, other.rates))
         return (self.users == other.users and self.servers == other.servers

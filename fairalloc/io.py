@@ -19,7 +19,8 @@ CSV directory form: ``servers.csv`` (``server,<resource>…``), ``users.csv``
 (``user[,weight][,tasks],<resource>…``; empty cells take the defaults), optional ``eligible.csv``
 (``user,server``: a user listed there may run only on the listed servers), optional ``external.csv``
 (``resource,capacity[,servers]``; ``servers`` space-separated, empty = all) and, for the time-shared
-form, ``rates.csv`` (``user,<server>…``) instead of resource columns.
+form, ``rates.csv`` (``user,<server>…``) instead of resource columns. Optional ``budgets.csv``
+(``user,limit,<server>…``: the user's budget limit and its cost per task on each server; empty = 0).
 """
 
 from __future__ import annotations
@@ -42,7 +43,28 @@ __all__ = ["instance_to_dict", "load_instance", "parse_instance", "save_instance
 
 _TOP_KEYS = {"name", "resources", "external", "servers", "users", "rates"}
 _SERVER_KEYS = {"name", "capacity"}
-_USER_KEYS = {"name", "demand", "weight", "tasks", "eligible"}
+_USER_KEYS = {"name", "demand", "weight", "tasks", "eligible", "budget"}
+_BUDGET_KEYS = {"limit", "cost"}
+
+
+def _budget(value: Any, where: str, s_idx: Mapping[str, int], K: int) -> tuple[float, np.ndarray]:
+    """``budget: {limit: B, cost: {server: c}}`` → ``(B, cost[K])``; unlisted servers cost 0."""
+    b = _mapping(value, where)
+    _unknown_keys(b, _BUDGET_KEYS, where)
+    if "limit" not in b:
+        raise InstanceError(f"{where}.limit: missing")
+    limit = _number(b["limit"], f"{where}.limit", allow_inf=True)
+    if not limit >= 0:
+        raise InstanceError(f"{where}.limit = {b['limit']!r}: must be a number >= 0")
+    cost = np.zeros(K)
+    for sname, v in _mapping(b.get("cost", {}), f"{where}.cost").items():
+        if sname not in s_idx:
+            raise InstanceError(f"{where}.cost.{sname}: unknown server {sname!r}")
+        c = _number(v, f"{where}.cost.{sname}")
+        if not c >= 0:
+            raise InstanceError(f"{where}.cost.{sname} = {v!r}: must be a finite number >= 0")
+        cost[s_idx[sname]] = c
+    return limit, cost
 
 
 def _number(value: Any, where: str, allow_inf: bool = False) -> float:
@@ -181,6 +203,7 @@ def parse_instance(doc: Any, default_name: str = "instance") -> Instance:
     demand, ext_demand = np.zeros((N, R)), np.zeros((N, E))
     weight, tasks = np.ones(N), np.full(N, math.inf)
     eligible = np.ones((N, K), bool)
+    budget_limit, budget_cost = np.full(N, math.inf), np.zeros((N, K))
     for n, u in enumerate(users_doc):
         un = f"users[{users[n]}]"
         dem = u.get("demand")
@@ -207,6 +230,8 @@ def parse_instance(doc: Any, default_name: str = "instance") -> Instance:
                 if sname not in s_idx:
                     raise InstanceError(f"{un}.eligible: unknown server {sname!r}")
                 eligible[n, s_idx[sname]] = True
+        if u.get("budget") is not None:
+            budget_limit[n], budget_cost[n] = _budget(u["budget"], f"{un}.budget", s_idx, K)
 
     rates = None
     if time_shared:
@@ -223,7 +248,8 @@ def parse_instance(doc: Any, default_name: str = "instance") -> Instance:
     return Instance(users=tuple(users), servers=tuple(servers), resources=tuple(resources),
                     capacity=capacity, demand=demand, weight=weight, tasks=tasks,
                     eligible=eligible, external=tuple(external), external_capacity=ext_cap,
-                    external_demand=ext_demand, external_scope=scope, rates=rates, name=name)
+                    external_demand=ext_demand, external_scope=scope, rates=rates, name=name,
+                    budget_limit=budget_limit, budget_cost=budget_cost)
 
 
 # ---------------------------------------------------------------------- CSV directory form
@@ -283,6 +309,19 @@ def _csv_doc(folder: Path) -> dict[str, Any]:
             if r["user"] not in known:
                 raise InstanceError(f"eligible.csv: unknown user {r['user']!r}")
             eligible.setdefault(r["user"], []).append(r["server"])
+    budgets: dict[str, dict[str, Any]] = {}
+    bpath = folder / "budgets.csv"
+    if bpath.exists():
+        bdf = _read_csv(bpath)
+        for col in ("user", "limit"):
+            if col not in bdf.columns:
+                raise InstanceError(f"budgets.csv: missing column {col!r}")
+        known = set(udf["user"])
+        for _, r in bdf.iterrows():
+            if r["user"] not in known:
+                raise InstanceError(f"budgets.csv: unknown user {r['user']!r}")
+            budgets[r["user"]] = {"limit": r["limit"], "cost": {
+                c: r[c] for c in bdf.columns if c not in {"user", "limit"} and r[c] != ""}}
     demand_cols = [c for c in udf.columns if c not in {"user", "weight", "tasks"}]
     users = []
     for _, r in udf.iterrows():
@@ -297,6 +336,8 @@ def _csv_doc(folder: Path) -> dict[str, Any]:
                 u[c] = r[c]
         if r["user"] in eligible:
             u["eligible"] = eligible[r["user"]]
+        if r["user"] in budgets:
+            u["budget"] = budgets[r["user"]]
         users.append(u)
     doc["users"] = users
     return doc
@@ -367,6 +408,9 @@ def instance_to_dict(inst: Instance) -> dict[str, Any]:
             entry["tasks"] = _num(inst.tasks[n])
         if not inst.eligible[n].all():
             entry["eligible"] = [s for s, ok in zip(inst.servers, inst.eligible[n]) if ok]
+        if math.isfinite(inst.budget_limit[n]):
+            entry["budget"] = {"limit": _num(inst.budget_limit[n]), "cost": {
+                s: _num(c) for s, c in zip(inst.servers, inst.budget_cost[n]) if c}}
         doc["users"].append(entry)
     if inst.time_shared:
         doc["rates"] = {u: {s: _num(v) for s, v in zip(inst.servers, inst.rates[n]) if v}
@@ -409,6 +453,11 @@ def _save_csv(inst: Instance, folder: Path) -> None:
         rows = [(u, s) for n, u in enumerate(inst.users) if not inst.eligible[n].all()
                 for i, s in enumerate(inst.servers) if inst.eligible[n, i]]
         pd.DataFrame(rows, columns=["user", "server"]).to_csv(folder / "eligible.csv", index=False)
+    if inst.has_budgets:
+        bdf = pd.DataFrame(inst.budget_cost[inst.budgeted], columns=list(inst.servers))
+        bdf.insert(0, "limit", [repr(float(v)) for v in inst.budget_limit[inst.budgeted]])
+        bdf.insert(0, "user", [inst.users[n] for n in inst.budgeted])
+        bdf.to_csv(folder / "budgets.csv", index=False)
     if inst.time_shared:
         rdf = pd.DataFrame(inst.rates, columns=list(inst.servers))
         rdf.insert(0, "user", inst.users)

@@ -151,6 +151,11 @@ class Mechanism:
     needs_demands: bool = True
     module: str = ""
 
+    @property
+    def supports_budgets(self) -> bool:
+        """False for the mechanisms that compute allocations without χ's budget rows."""
+        return self.name not in NO_BUDGETS
+
     def parse_params(self, raw: dict[str, Any]) -> dict[str, Any]:
         """Convert and check ``raw`` (strings or values); fill defaults; reject unknown names."""
         known = {p.name: p for p in self.params}
@@ -163,6 +168,10 @@ class Mechanism:
 
 
 _REGISTRY: dict[str, Mechanism] = {}
+
+#: Mechanisms that compute (part of) their allocation outside χ and so cannot honour per-user budgets
+#: (pooled server, per-server algorithms, split instances, the NCP, the online simulation).
+NO_BUDGETS = frozenset({"drf", "ps-dsf", "apf-vds", "tsf-er-online", "drf-alpha", "tsf-alpha"})
 
 
 def mechanism(name: str, *, summary: str, problem: str, reference: str,

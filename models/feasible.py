@@ -7,6 +7,8 @@ r"""The feasible set χ (SPEC §1; [PSDSF] (4)–(5), [TSFER] (2)) as a Pyomo bl
 
     \sum_n \sum_{i \in S_e} x_{n,i}\, d_{n,e} \le c_e \quad \forall e \in E
 
+    \sum_i \mathrm{cost}_{n,i}\, x_{n,i} \le B_n \quad \forall n \text{ with a budget}
+
     X_n = \sum_i x_{n,i} \le T_n, \qquad x_{n,i} \ge 0,
     \qquad x_{n,i} = 0 \text{ unless } \delta_{n,i} = 1 \text{ and } \gamma_{n,i} > 0
 
@@ -23,7 +25,8 @@ Components of the block ``chi`` (indices are the instance's names, so ``m.pprint
 - ``chi.P``: runnable pairs ``(user, server)``; ``chi.x[n, i] ≥ 0``; ``chi.pairs`` their positions
   ``(n, i)`` as an array and ``chi.family`` the variables in the same order
 - ``chi.X[n]``: total tasks ``Σ_i x[n,i]`` (an ``Expression``)
-- ``chi.capacity[i, r]``, ``chi.time[i]`` (time-shared form), ``chi.external[e]``, ``chi.limit[n]``
+- ``chi.capacity[i, r]``, ``chi.time[i]`` (time-shared form), ``chi.external[e]``, ``chi.limit[n]``,
+  ``chi.budget[n]`` (users with a budget; with ``servers`` given, only those servers' costs count)
 """
 
 from __future__ import annotations
@@ -110,6 +113,14 @@ def _feasible_set(inst: Instance, servers: Sequence[int] | None, task_limits: bo
             erows[ename] = array_sum(inst.external_demand[pairs[sel, 0], e], sel, fam) <= float(
                 inst.external_capacity[e])
     b.external = pyo.Constraint(list(erows), rule=lambda blk, e: erows[e])
+    brows = {}
+    for n in inst.budgeted:
+        blk = np.arange(start[n], start[n + 1])
+        cost = inst.budget_cost[n, pairs[blk, 1]] if blk.size else np.zeros(0)
+        nz = np.flatnonzero(cost > 0)
+        if nz.size:
+            brows[U[n]] = array_sum(cost[nz], blk[nz], fam) <= float(inst.budget_limit[n])
+    b.budget = pyo.Constraint(list(brows), rule=lambda blk, u: brows[u])
     if task_limits:
         limit = {U[n]: float(inst.tasks[n]) for n in np.flatnonzero(np.isfinite(inst.tasks))
                  if start[n + 1] > start[n]}

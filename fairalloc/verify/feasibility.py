@@ -47,6 +47,10 @@ def feasibility(inst: Instance, x: np.ndarray, tol: float = 1e-6) -> dict[str, A
     X = x.sum(axis=1)
     for n in np.flatnonzero(np.isfinite(inst.tasks)):
         rows.append((X[n] - inst.tasks[n], max(1.0, inst.tasks[n]), f"limit[{inst.users[n]}]"))
+    spent = (inst.budget_cost * x).sum(axis=1)
+    for n in inst.budgeted:  # Σ_i cost[n,i]·x[n,i] ≤ B[n], relative to the limit
+        rows.append((spent[n] - inst.budget_limit[n], max(1.0, inst.budget_limit[n]),
+                     f"budget[{inst.users[n]}]"))
     for n, i in np.argwhere((x > 0) & ~inst.runnable):
         rows.append((x[n, i], 1.0, f"placement[{inst.users[n]},{inst.servers[i]}]"))
     for n, i in np.argwhere(x < 0):
