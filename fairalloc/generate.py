@@ -17,7 +17,7 @@ import pandas as pd
 
 from fairalloc.instance import Instance
 
-__all__ = ["FAMILIES", "apf_bitbrain", "apf_cluster", "four_class_cluster", "google_jobs",
+__all__ = ["FAMILIES", "from_gavel", "apf_bitbrain", "apf_cluster", "four_class_cluster", "google_jobs",
            "google_jobs_instance", "psdsf_section5", "random_instance"]
 
 FAMILIES = {
@@ -295,3 +295,32 @@ def apf_bitbrain(seed: int | np.random.Generator, n_users: int = 30, heterogenei
     elig = np.array([[w in APF_NEIGHBOURS[h] for w in where] for h in home])
     return Instance.from_arrays(capacity=cap, demand=dem, eligible=elig, users=users, servers=servers,
                                 resources=APF_RESOURCES, name=name or f"apf-bitbrain-{n_users}")
+
+
+def from_gavel(throughputs: dict[str, dict[str, float]], scale_factors: dict[str, float] | None = None,
+               priority_weights: dict[str, float] | None = None,
+               cluster_spec: dict[str, float] | None = None, *, time_cap: bool = True,
+               name: str = "gavel") -> Instance:
+    r"""A time-shared instance from Gavel's heterogeneity-aware policy inputs (docs/gavel.md).
+
+    Gavel's variables are time fractions :math:`y_{j,k}` of job ``j`` on worker type ``k`` with
+    :math:`\sum_j s_j y_{j,k} \le W_k` (``scale_factors`` :math:`s_j`, ``cluster_spec`` :math:`W_k`) and
+    the per-job cap :math:`\sum_k y_{j,k} \le 1`. fairalloc's :math:`x_{j,k} = T_{j,k} y_{j,k}` is
+    throughput, so the worker-type row is :math:`\sum_j x_{j,k}/\gamma_{j,k} \le 1` with rate
+    :math:`\gamma_{j,k} = W_k T_{j,k}/s_j`, and the cap is the budget
+    :math:`\sum_k x_{j,k}/T_{j,k} \le 1` (cost :math:`1/T_{j,k}`, limit 1; omitted with
+    ``time_cap=False``). Weights are Gavel's priority weights.
+    """
+    jobs = sorted(throughputs, key=str)
+    types = sorted(cluster_spec if cluster_spec is not None else throughputs[jobs[0]], key=str)
+    W = np.array([float((cluster_spec or {}).get(k, 1.0)) for k in types])
+    T = np.array([[float(throughputs[j].get(k, 0.0)) for k in types] for j in jobs])
+    s = np.array([float((scale_factors or {}).get(j, 1.0)) for j in jobs])
+    w = np.array([float((priority_weights or {}).get(j, 1.0)) for j in jobs])
+    rates = W[None, :] * T / s[:, None]
+    with np.errstate(divide="ignore"):
+        cost = np.where(T > 0, 1.0 / np.where(T > 0, T, 1.0), 0.0)
+    limit = np.ones(len(jobs)) if time_cap else np.full(len(jobs), np.inf)
+    return Instance.from_arrays(rates=rates, weight=w, users=[str(j) for j in jobs],
+                                servers=[str(k) for k in types], name=name,
+                                budget_limit=limit, budget_cost=cost)
