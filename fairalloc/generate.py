@@ -17,7 +17,7 @@ import pandas as pd
 
 from fairalloc.instance import Instance
 
-__all__ = ["FAMILIES", "from_gavel", "apf_bitbrain", "apf_cluster", "four_class_cluster", "google_jobs",
+__all__ = ["FAMILIES", "apf_bitbrain", "apf_cluster", "four_class_cluster", "from_gavel", "google_jobs",
            "google_jobs_instance", "psdsf_section5", "random_instance"]
 
 FAMILIES = {
