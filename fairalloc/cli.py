@@ -115,6 +115,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise ParameterError(f"{mech.name}: has no single Pyomo model to show")
     if mech.needs_demands:
         inst.require_demands(mech.name)
+    if not mech.supports_budgets:
+        inst.require_no_budgets(mech.name)
     model = mech.build(inst, **mech.parse_params(_key_values(args.param, "-p")))
     if args.write:
         suffix = Path(args.write).suffix.lower()

@@ -113,3 +113,14 @@ def test_array_validation() -> None:
         Instance.from_arrays(rates=[[1, 2]], budget_limit=[1], budget_cost=[[0, -1]])
     with pytest.raises(InstanceError, match=r"users\[u1\].budget.limit"):
         Instance.from_arrays(rates=[[1, 2]], budget_limit=[np.nan], budget_cost=[[0, 1]])
+
+
+def test_cli_refuses_unsupported_mechanism(tmp_path: Path) -> None:
+    p = tmp_path / "b.yaml"
+    p.write_text(yaml.safe_dump(_demand_doc()))
+    for cmd in ("solve", "show"):
+        r = subprocess.run([sys.executable, "-m", "fairalloc", cmd, str(p), "-m", "drf"],
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and r.stdout == "", cmd
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "mechanism 'drf' does not support budgets (budgeted users: u1)" in lines[0]
