@@ -9,6 +9,7 @@ array([5.45454545, 6.54545455])
 from fairalloc.errors import FairallocError, InstanceError, ParameterError, SolverUnavailableError
 from fairalloc.instance import Instance
 from fairalloc.io import instance_to_dict, load_instance, parse_instance, save_instance
+from fairalloc.registry import Param, Solution, mechanism
 from fairalloc.result import Result
 from fairalloc.status import Status
 
@@ -18,13 +19,16 @@ __all__ = [
     "FairallocError",
     "Instance",
     "InstanceError",
+    "Param",
     "ParameterError",
     "Result",
+    "Solution",
     "SolverUnavailableError",
     "Status",
     "__version__",
     "instance_to_dict",
     "load_instance",
+    "mechanism",
     "mechanisms",
     "parse_instance",
     "save_instance",
@@ -55,4 +59,8 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]
         import fairalloc.verify as verify
 
         return verify
+    if name in ("modelling", "Session"):  # the building blocks import Pyomo: only when asked for
+        import fairalloc.modelling as modelling
+
+        return modelling if name == "modelling" else modelling.Session
     raise AttributeError(f"module 'fairalloc' has no attribute {name!r}")
