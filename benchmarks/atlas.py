@@ -342,12 +342,15 @@ def page(run: Any) -> str:
     return "\n".join(L) + "\n"
 
 
-def run(out: pathlib.Path, quick: bool = False) -> dict[str, Any]:
+def run(out: pathlib.Path, quick: bool = False, imports: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``imports``: user files/modules (``--import``); their mechanisms join the atlas as rows."""
     from fairalloc.verify.atlas import AtlasConfig, run_atlas, subject
 
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = AtlasConfig(instances=2, sp_instances=1, sp_budget=6) if quick else AtlasConfig()
+    imports = tuple(str(pathlib.Path(i).resolve()) if i.endswith(".py") else i for i in imports)
+    cfg = AtlasConfig(instances=2, sp_instances=1, sp_budget=6, imports=imports) if quick else \
+        AtlasConfig(imports=imports)
     res = run_atlas(cfg, workers=min(2, os.cpu_count() or 1))  # subjects in parallel; same result
     res.checks.to_csv(out / f"{NAME}.csv", index=False)
     summary = res.summary()

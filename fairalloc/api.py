@@ -77,6 +77,10 @@ def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver
         raise ParameterError(f"customize: {mech.name} with {values} solved no Pyomo model the hook "
                              "could edit (this algorithm works on arrays); choose a model-based "
                              "algorithm or drop customize")
+    if customize is not None:  # the result says it is not the mechanism as published
+        sol.details = {**sol.details, "customize": {
+            "hook": getattr(customize, "__qualname__", repr(customize)),
+            "models": session.customized}}
     st = session.stats
     result = Result(
         instance=inst.name, mechanism=mech.name, status=sol.status, users=inst.users,
@@ -93,7 +97,7 @@ def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver
         from fairalloc.verify import verify as run_verify
 
         t2 = time.perf_counter()
-        result.verification = run_verify(inst, result).to_dict()
+        result.verification = run_verify(inst, result, customize=customize).to_dict()
         result.timings["verify"] = time.perf_counter() - t2
     log.info("%s: %s in %.3f s (%d solves)", mech.name, result.status.value,
              result.timings["total"], st.solves)

@@ -7,7 +7,7 @@
 
 ``--import FILE.py`` (or a module name; repeatable) on solve, verify, show, mechanisms, batch and simulate
 imports user code that registers mechanisms (``fairalloc.mechanism``) before the name is looked up;
-``--customize FILE.py:FUNCTION`` (solve, verify, batch) passes ``FUNCTION(model, instance)`` to the
+``--customize FILE.py:FUNCTION`` (solve, verify, show, batch) passes ``FUNCTION(model, instance)`` to the
 mechanism as its ``customize`` hook.
 
 Exit codes: 0 success; 1 the solver did not reach ``optimal``/``converged`` (the result is still
@@ -132,6 +132,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if mech.needs_demands:
         inst.require_demands(mech.name)
     model = mech.build(inst, **mech.parse_params(_key_values(args.param, "-p")))
+    hook = _customize(args)
+    if hook is not None:
+        hook(model, inst)
     if args.write:
         suffix = Path(args.write).suffix.lower()
         if suffix not in {".lp", ".nl"}:
@@ -250,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 IMPORT_COMMANDS = ("solve", "verify", "show", "mechanisms", "batch", "simulate")
-CUSTOMIZE_COMMANDS = ("solve", "verify", "batch")
+CUSTOMIZE_COMMANDS = ("solve", "verify", "show", "batch")
 
 
 def _add_extension_options(sub: Any) -> None:
