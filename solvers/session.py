@@ -223,7 +223,8 @@ class Session:
         try:
             self.customize(model, self.instance)
         except Exception as exc:
-            raise ParameterError(f"customize hook failed on model {getattr(model, 'name', model)!r}: "
+            name = str(getattr(model, "name", model)).strip("'")  # Pyomo quotes names with brackets
+            raise ParameterError(f"customize hook failed on model {name!r}: "
                                  f"{type(exc).__name__}: {exc}") from exc
         self.customized += 1
 
