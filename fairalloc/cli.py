@@ -147,21 +147,18 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_mechanisms(args: argparse.Namespace) -> int:
-    from fairalloc.registry import all_mechanisms
+    from fairalloc.registry import describe_mechanisms
 
-    mechs = all_mechanisms()
+    mechs = describe_mechanisms()  # from the catalogue: no Pyomo import
     if args.json:
-        print(json.dumps([{"name": m.name, "problem": m.problem, "summary": m.summary,
-                           "reference": m.reference,
-                           "parameters": {p.name: {"default": p.default, "help": p.help}
-                                          for p in m.params}} for m in mechs], indent=2, default=str))
+        print(json.dumps(mechs, indent=2, default=str))
         return EXIT_OK
-    width = max(len(m.name) for m in mechs)
+    width = max(len(m["name"]) for m in mechs)
     for m in mechs:
-        print(f"{m.name:<{width}}  {m.problem:<4} {m.summary}" + (f"  [{m.reference}]" if m.reference
-                                                                     else ""))
-        for p in m.params:
-            print(f"{'':<{width}}       -p {p.name}=… (default {p.default}): {p.help}")
+        print(f"{m['name']:<{width}}  {m['problem']:<4} {m['summary']}" + (f"  [{m['reference']}]"
+                                                                         if m["reference"] else ""))
+        for name, p in m["parameters"].items():
+            print(f"{'':<{width}}       -p {name}=… (default {p['default']}): {p['help']}")
     return EXIT_OK
 
 

@@ -204,3 +204,26 @@ def test_atlas_takes_user_mechanisms_and_survives_their_errors(scratch_registry)
     assert any(k[0] == "test-fragile" and "KeyError" in v for k, v in res.unsupported.items())
     with pytest.raises(KeyError, match="no atlas subject"):
         run_atlas(AtlasConfig(subjects=("no-such-thing",)), progress=False)
+
+
+def test_catalogue_is_fresh_and_matches_the_models():
+    """``fairalloc mechanisms`` lists the shipped mechanisms from fairalloc/_catalogue.py; regenerate it
+    with ``python -m fairalloc.registry`` after changing a mechanism's name, summary or parameters."""
+    shipped = registry._catalogue()
+    assert shipped is not None, "fairalloc/_catalogue.py is stale: run python -m fairalloc.registry"
+    live = [registry.describe(m) for m in registry.all_mechanisms() if m.module.startswith("fairalloc.")]
+    assert shipped == live
+
+
+def test_start_up_imports_nothing_heavy():
+    """--help and the listing of mechanisms import neither Pyomo nor pandas nor scipy (start-up time)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom fairalloc.cli import build_parser\nbuild_parser()\n"
+            "from fairalloc.registry import describe_mechanisms\nassert len(describe_mechanisms()) > 10\n"
+            "import fairalloc\nassert 'drfh' in fairalloc.mechanisms()\n"
+            "heavy = [m for m in ('pyomo', 'pandas', 'scipy') if m in sys.modules]\nprint(heavy)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

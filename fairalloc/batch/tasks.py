@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from fairalloc.errors import FairallocError, ParameterError
 
 __all__ = ["BatchError", "Task", "canonical", "find_instances", "grid", "load_plugins", "plan",
@@ -185,6 +183,8 @@ def _parse_params_cell(text: str, where: str) -> dict[str, Any] | None:
 
 
 def read_manifest(path: Path) -> list[ManifestRow]:
+    import pandas as pd
+
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
