@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true",
                     help="keep the results already in --out and run only what is missing "
                          "(benchmarks that support it: scaling)")
+    ap.add_argument("--import", dest="imports", action="append", metavar="FILE.py",
+                    help="user file/module registering mechanisms (benchmarks that support it: atlas)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -69,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         kwargs = {"quick": args.quick}
         if args.resume and "resume" in inspect.signature(mods[name].run).parameters:
             kwargs["resume"] = True
+        if args.imports and "imports" in inspect.signature(mods[name].run).parameters:
+            kwargs["imports"] = tuple(args.imports)
         info = mods[name].run(out, **kwargs)
         print(f"{name}: {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
         if args.publish:

@@ -6,11 +6,25 @@
 array([5.45454545, 6.54545455])
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from fairalloc.errors import FairallocError, InstanceError, ParameterError, SolverUnavailableError
-from fairalloc.instance import Instance
-from fairalloc.io import instance_to_dict, load_instance, parse_instance, save_instance
-from fairalloc.result import Result
 from fairalloc.status import Status
+
+if TYPE_CHECKING:
+    from fairalloc.instance import Instance
+    from fairalloc.io import instance_to_dict, load_instance, parse_instance, save_instance
+    from fairalloc.registry import Param, Solution, mechanism
+    from fairalloc.result import Result
+
+# imported on first use, so that `fairalloc --help` and `fairalloc mechanisms` start fast
+_LAZY = {"Instance": "fairalloc.instance", "Result": "fairalloc.result",
+         **dict.fromkeys(["instance_to_dict", "load_instance", "parse_instance", "save_instance"],
+                         "fairalloc.io"),
+         **dict.fromkeys(["Param", "Solution", "mechanism"], "fairalloc.registry")}
 
 __version__ = "0.1.0"
 
@@ -18,13 +32,16 @@ __all__ = [
     "FairallocError",
     "Instance",
     "InstanceError",
+    "Param",
     "ParameterError",
     "Result",
+    "Solution",
     "SolverUnavailableError",
     "Status",
     "__version__",
     "instance_to_dict",
     "load_instance",
+    "mechanism",
     "mechanisms",
     "parse_instance",
     "save_instance",
@@ -44,15 +61,23 @@ solve.__doc__ = "Run a mechanism on an instance; see :func:`fairalloc.api.solve`
 
 def mechanisms() -> list[str]:
     """Names of the registered mechanisms."""
-    from fairalloc.registry import all_mechanisms
+    from fairalloc.registry import describe_mechanisms
 
-    return [m.name for m in all_mechanisms()]
+    return [m["name"] for m in describe_mechanisms()]
 
 
-def __getattr__(name: str):  # type: ignore[no-untyped-def]
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
     # `fairalloc.verify(instance, result)` without importing the verification layer (and Pyomo) up front
     if name == "verify":
         import fairalloc.verify as verify
 
         return verify
+    if name in ("modelling", "Session"):  # the building blocks import Pyomo: only when asked for
+        import fairalloc.modelling as modelling
+
+        return modelling if name == "modelling" else modelling.Session
     raise AttributeError(f"module 'fairalloc' has no attribute {name!r}")

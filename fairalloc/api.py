@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pyomo.common.gc_manager import PauseGC
 
+from fairalloc.errors import ParameterError
 from fairalloc.instance import Instance
 from fairalloc.io import load_instance
 from fairalloc.registry import get_mechanism
@@ -33,12 +35,22 @@ def as_instance(instance: Instance | str | os.PathLike[str]) -> Instance:
 
 def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver: str | None = None,
           time_limit: float | None = None, solver_options: dict[str, Any] | None = None,
-          verify: bool = False, **params: Any) -> Result:
+          verify: bool = False, customize: Callable[[Any, Instance], Any] | None = None,
+          **params: Any) -> Result:
     """Run ``mechanism`` on ``instance`` through the solve layer.
 
     ``params`` are the mechanism's parameters (strings as from the CLI, or Python values);
     ``solver`` names a solver from ``fairalloc solvers``; ``time_limit`` (seconds) bounds every solve
     the mechanism makes together. ``verify=True`` embeds the verification report.
+
+    ``customize(model, instance)`` edits the mechanism's Pyomo model after the mechanism built it and
+    before its algorithm runs (add a constraint, change a bound or the objective): it is called once
+    on every model the mechanism solves — the one model of an LP/MILP/NLP mechanism, the persistent
+    model of progressive filling and of Algorithm 1, each server's model of the per-server loops.
+    The component names are in ``docs/customize.md`` (``model.chi.x[user, server]``, ``model.chi.X``,
+    ``model.share``, …). A mechanism that builds no Pyomo model (``tsf-er-online``) raises a
+    :class:`~fairalloc.errors.ParameterError`, as does one whose run never opened a model.
+    The verification report (``verify=True``) still checks the instance's own properties.
 
     Bad input raises :class:`~fairalloc.errors.FairallocError`; a solver that fails or stops early
     gives a :class:`Result` whose ``status`` says so.
@@ -52,13 +64,25 @@ def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver
         inst.require_demands(mech.name)
     if not mech.supports_budgets:
         inst.require_no_budgets(mech.name)
-    session = Session(solver=solver, time_limit=time_limit, options=solver_options)
+    if customize is not None and mech.problem not in ("lp", "milp", "nlp"):
+        raise ParameterError(f"customize: mechanism {mech.name!r} builds no Pyomo model (it is a "
+                             "combinatorial procedure), so there is nothing for the hook to edit")
+    session = Session(solver=solver, time_limit=time_limit, options=solver_options,
+                      customize=customize, instance=inst)
     session.check(mech.problem)
     log.info("%s on %r (%d users, %d servers)", mech.name, inst.name, inst.n_users, inst.n_servers)
     t1 = time.perf_counter()
     with PauseGC():  # model building allocates ~10⁶ objects; collect once, at the end
         sol = mech.solve(inst, session, **values)
     t_mech = time.perf_counter() - t1
+    if customize is not None and not session.customized:
+        raise ParameterError(f"customize: {mech.name} with {values} solved no Pyomo model the hook "
+                             "could edit (this algorithm works on arrays); choose a model-based "
+                             "algorithm or drop customize")
+    if customize is not None:  # the result says it is not the mechanism as published
+        sol.details = {**sol.details, "customize": {
+            "hook": getattr(customize, "__qualname__", repr(customize)),
+            "models": session.customized}}
     st = session.stats
     result = Result(
         instance=inst.name, mechanism=mech.name, status=sol.status, users=inst.users,
@@ -75,7 +99,7 @@ def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver
         from fairalloc.verify import verify as run_verify
 
         t2 = time.perf_counter()
-        result.verification = run_verify(inst, result).to_dict()
+        result.verification = run_verify(inst, result, customize=customize).to_dict()
         result.timings["verify"] = time.perf_counter() - t2
     log.info("%s: %s in %.3f s (%d solves)", mech.name, result.status.value,
              result.timings["total"], st.solves)

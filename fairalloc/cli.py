@@ -5,6 +5,11 @@
     fairalloc show INSTANCE -m MECHANISM [-p key=value ...] [--write FILE.lp|FILE.nl]
     fairalloc mechanisms | fairalloc solvers
 
+``--import FILE.py`` (or a module name; repeatable) on solve, verify, show, mechanisms, batch and simulate
+imports user code that registers mechanisms (``fairalloc.mechanism``) before the name is looked up;
+``--customize FILE.py:FUNCTION`` (solve, verify, show, batch) passes ``FUNCTION(model, instance)`` to the
+mechanism as its ``customize`` hook.
+
 Exit codes: 0 success; 1 the solver did not reach ``optimal``/``converged`` (the result is still
 written, with its status); 2 bad input (one line on stderr naming the field and value); 3 an internal
 error (rerun with ``--debug`` for the traceback).
@@ -66,6 +71,13 @@ def _emit(text: str, out: str | None) -> None:
         sys.stdout.write(text + "\n")
 
 
+def _customize(args: argparse.Namespace) -> Any:
+    from fairalloc.registry import load_hook
+
+    ref = getattr(args, "customize", None)
+    return None if ref is None else load_hook(ref)
+
+
 # ---------------------------------------------------------------------- commands
 def cmd_solve(args: argparse.Namespace) -> int:
     from fairalloc.api import solve
@@ -73,7 +85,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     result = solve(args.instance, args.mechanism, solver=args.solver, time_limit=args.time_limit,
                    solver_options={k: _typed(v) for k, v in
                                    _key_values(args.solver_option, "--solver-option").items()},
-                   verify=args.verify, **_key_values(args.param, "-p"))
+                   verify=args.verify, customize=_customize(args), **_key_values(args.param, "-p"))
     _emit(result.to_json(), args.output)
     if args.output:
         print(f"{result.mechanism} on {result.instance}: {result.status.value} -> {args.output}",
@@ -95,8 +107,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not args.sp_time_limit > 0:
         raise ParameterError(f"--sp-time-limit {args.sp_time_limit}: must be > 0 seconds")
     report = verify(inst, result, si=args.si, sp=not args.no_sp and args.sp_budget > 0, seed=args.seed,
-                    sp_budget=args.sp_budget, sp_time_limit=args.sp_time_limit)
+                    sp_budget=args.sp_budget, sp_time_limit=args.sp_time_limit,
+                    customize=_customize(args), progress=not args.no_progress)
     _emit(json.dumps(report.to_dict(), indent=2), args.output)
+    sp = report["strategy_proof"]
+    if sp.get("summary"):
+        print(f"strategy-proofness search: {sp['summary']}", file=sys.stderr)
     if args.output:
         failed = report.failed()
         print(f"verify {result.mechanism or 'allocation'} on {inst.name}: "
@@ -118,6 +134,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if not mech.supports_budgets:
         inst.require_no_budgets(mech.name)
     model = mech.build(inst, **mech.parse_params(_key_values(args.param, "-p")))
+    hook = _customize(args)
+    if hook is not None:
+        hook(model, inst)
     if args.write:
         suffix = Path(args.write).suffix.lower()
         if suffix not in {".lp", ".nl"}:
@@ -130,20 +149,18 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_mechanisms(args: argparse.Namespace) -> int:
-    from fairalloc.registry import all_mechanisms
+    from fairalloc.registry import describe_mechanisms
 
-    mechs = all_mechanisms()
+    mechs = describe_mechanisms()  # from the catalogue: no Pyomo import
     if args.json:
-        print(json.dumps([{"name": m.name, "problem": m.problem, "summary": m.summary,
-                           "reference": m.reference,
-                           "parameters": {p.name: {"default": p.default, "help": p.help}
-                                          for p in m.params}} for m in mechs], indent=2, default=str))
+        print(json.dumps(mechs, indent=2, default=str))
         return EXIT_OK
-    width = max(len(m.name) for m in mechs)
+    width = max(len(m["name"]) for m in mechs)
     for m in mechs:
-        print(f"{m.name:<{width}}  {m.problem:<4} {m.summary}  [{m.reference}]")
-        for p in m.params:
-            print(f"{'':<{width}}       -p {p.name}=… (default {p.default}): {p.help}")
+        print(f"{m['name']:<{width}}  {m['problem']:<4} {m['summary']}" + (f"  [{m['reference']}]"
+                                                                         if m["reference"] else ""))
+        for name, p in m["parameters"].items():
+            print(f"{'':<{width}}       -p {name}=… (default {p['default']}): {p['help']}")
     return EXIT_OK
 
 
@@ -206,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--sp-time-limit", type=float, default=60.0, metavar="SECONDS",
                    help="time the strategy-proofness search may take (default 60)")
     v.add_argument("--no-sp", action="store_true", help="skip the strategy-proofness search")
+    v.add_argument("--no-progress", action="store_true",
+                   help="no progress bar for the strategy-proofness search")
     v.set_defaults(func=cmd_verify)
 
     w = sub.add_parser("show", help="print a mechanism's Pyomo model (or write it as .lp/.nl)")
@@ -228,7 +247,28 @@ def build_parser() -> argparse.ArgumentParser:
     for module, fn in EXTENSIONS:
         adder: Callable[[Any], None] = getattr(importlib.import_module(module), fn)
         adder(sub)
+    _add_extension_options(sub)
     return p
+
+
+IMPORT_COMMANDS = ("solve", "verify", "show", "mechanisms", "batch", "simulate")
+CUSTOMIZE_COMMANDS = ("solve", "verify", "show", "batch")
+
+
+def _add_extension_options(sub: Any) -> None:
+    """``--import`` on every command that looks mechanisms up; ``--customize`` where a mechanism runs."""
+    for name in IMPORT_COMMANDS:
+        cmd = sub.choices.get(name)
+        if cmd is not None and not any("--import" in a.option_strings for a in cmd._actions):
+            cmd.add_argument("--import", dest="imports", action="append", metavar="FILE.py",
+                             help="Python file (or module) registering extra mechanisms, imported "
+                             "before the mechanism is looked up; repeatable")
+    for name in CUSTOMIZE_COMMANDS:
+        cmd = sub.choices.get(name)
+        if cmd is not None:
+            cmd.add_argument("--customize", metavar="FILE.py:FUNCTION",
+                             help="call FUNCTION(model, instance) on the mechanism's Pyomo model(s) "
+                             "before solving (docs/customize.md)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -239,6 +279,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.verbose < 2:
         logging.getLogger("pyomo").setLevel(logging.ERROR)
     try:
+        if getattr(args, "imports", None):
+            from fairalloc.registry import load_imports
+
+            load_imports(args.imports)
         return int(args.func(args))
     except FairallocError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -360,7 +360,7 @@ def load_instance(path: str | os.PathLike[str]) -> Instance:
         if suffix == ".json":
             doc = json.loads(text)
         elif suffix in {".yaml", ".yml"}:
-            doc = yaml.safe_load(text)
+            doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # C: ~10x faster
         else:
             raise InstanceError(f"{path}: unknown instance format {suffix!r} "
                                 "(expected .yaml, .yml, .json or a CSV directory)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -153,10 +154,17 @@ class Session:
 
     ``solver`` applies to every problem class it supports; other classes use the defaults (HiGHS for
     LP/MILP, Ipopt for NLP). ``options`` go to the chosen solver verbatim.
+
+    ``customize(model, instance)`` is the user's hook (``fairalloc.solve(..., customize=fn)``): the
+    session calls it on every Pyomo model a mechanism opens, once per model object, the first time
+    :meth:`open` or :meth:`solve` sees it — after the mechanism built the model and before the solver
+    handle reads it, so a persistent handle compiles the edited model. ``instance`` is what the hook
+    receives as its second argument. ``customized`` counts the models the hook has edited.
     """
 
     def __init__(self, solver: str | None = None, time_limit: float | None = None,
-                 options: dict[str, Any] | None = None, kkt: bool = True) -> None:
+                 options: dict[str, Any] | None = None, kkt: bool = True,
+                 customize: Callable[[Any, Any], Any] | None = None, instance: Any = None) -> None:
         if solver is not None and solver not in SOLVERS:
             raise ParameterError(f"--solver {solver!r}: unknown solver (known: "
                                  f"{', '.join(SOLVERS)})")
@@ -169,6 +177,12 @@ class Session:
         self.start = time.perf_counter()
         self.stats = SolverStats()
         self.outcomes: list[SolveOutcome] = []
+        if customize is not None and not callable(customize):
+            raise ParameterError(f"customize = {customize!r}: expected a function fn(model, instance)")
+        self.customize = customize
+        self.instance = instance
+        self.customized = 0
+        self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def check(self, problem: str) -> None:
         """Raise if the user's solver cannot take the mechanism's problem class (``"none"``: the
@@ -199,8 +213,25 @@ class Session:
         return rem is not None and rem <= 0
 
     # ------------------------------------------------------------------ solving
+    def apply_customize(self, model: Any) -> None:
+        """Run the user's ``customize`` hook on ``model`` unless it already ran on this model object.
+        :meth:`open` calls it; a mechanism that reads a model without opening a handle on it calls it
+        itself. A hook that raises is reported as a :class:`ParameterError` naming the model."""
+        if self.customize is None or model in self._seen:
+            return
+        self._seen.add(model)
+        try:
+            self.customize(model, self.instance)
+        except Exception as exc:
+            name = str(getattr(model, "name", model)).strip("'")  # Pyomo quotes names with brackets
+            raise ParameterError(f"customize hook failed on model {name!r}: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        self.customized += 1
+
     def open(self, model: Any, problem: str = "lp", options: dict[str, Any] | None = None) -> Any:
-        """A (persistent where possible) solver handle for ``model``."""
+        """A (persistent where possible) solver handle for ``model`` (after the ``customize`` hook
+        has run on it)."""
+        self.apply_customize(model)
         spec = self.solver_for(problem)
         # the user's options are meant for the solver the user chose (or for the defaults)
         user_opts = self.options if self.solver in (None, spec.name) else {}

@@ -14,6 +14,7 @@ batch. See ``docs/batch.md``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -25,9 +26,10 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 from fairalloc.batch.journal import (
     Journal,
@@ -38,7 +40,7 @@ from fairalloc.batch.journal import (
     to_frame,
     write_table,
 )
-from fairalloc.batch.tasks import BatchError, Task, grid, load_plugins, plan
+from fairalloc.batch.tasks import BatchError, Task, grid, load_plugins, plan, task_key
 from fairalloc.batch.work import failure
 from fairalloc.errors import ParameterError
 
@@ -130,8 +132,8 @@ def run(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         json_dir: str | os.PathLike[str] | None = None, resume: bool = False,
         retry_failed: bool = False, overwrite: bool = False, workers: int | None = None,
         scheduler: str | None = None, dask_local: int | None = None, client: Any = None,
-        imports: str | Sequence[str] = (), verify: bool = False, progress: bool = True
-        ) -> pd.DataFrame:
+        imports: str | Sequence[str] = (), verify: bool = False, progress: bool = True,
+        customize: Any = None) -> pd.DataFrame:
     """Run every instance × mechanism × parameter set × solver; return the results table.
 
     ``paths``: instance files, directories, globs or manifest CSVs (:mod:`fairalloc.batch.tasks`).
@@ -145,7 +147,9 @@ def run(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     the number of cores), or Dask (``scheduler`` address, ``dask_local`` workers in a LocalCluster,
     or an existing distributed ``client``). ``imports``: modules or ``.py`` files registering
     extra mechanisms (imported here and in every worker). ``verify`` embeds the full verification
-    report in the JSON results and a ``{property: holds}`` summary in the table.
+    report in the JSON results and a ``{property: holds}`` summary in the table. ``customize``: the
+    hook of :func:`fairalloc.solve`, as a module-level function or ``"FILE.py:FUNCTION"`` (workers
+    import it by name); it is part of every task's key.
 
     The table holds every task the journal has recorded (also from earlier runs), one row per task
     key; ``df.attrs["summary"]`` describes this run. On SIGINT/SIGTERM every finished task is kept,
@@ -187,7 +191,19 @@ def run(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         exclude.append(folder)
 
     load_plugins(imports)
+    hook = None
+    if customize is not None:
+        from fairalloc.registry import hook_reference
+
+        try:
+            hook = hook_reference(customize)
+        except ParameterError as exc:
+            raise BatchError(str(exc)) from None
     tasks = plan(paths, mechanisms, param_sets, solvers, exclude)
+    if hook is not None:  # a customized run is another task: its own key
+        tasks = [dataclasses.replace(t, key=task_key(t.instance, t.mechanism, {**t.params,
+                                                                                "customize": hook},
+                                                     t.solver)) for t in tasks]
     journal = Journal(jpath)
     done = journal.open(fresh=overwrite)
     try:
@@ -203,7 +219,8 @@ def run(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                 with _stop_on_signals(stop, got):
                     _drive(todo, journal, summary, stop, out=out, folder=folder, hard=hard,
                            spec_options={"time_limit": time_limit, "verify": verify,
-                                         "imports": imports, "want_doc": folder is not None},
+                                         "imports": imports, "want_doc": folder is not None,
+                                         "customize": hook},
                            backend_args=(workers, scheduler, dask_local, client), progress=progress)
         finally:  # also on a second Ctrl-C or an error: the table shows what the journal holds
             summary["seconds"] = time.perf_counter() - t_start

@@ -40,7 +40,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
                  json_dir=args.json_dir, resume=args.resume, retry_failed=args.retry_failed,
                  overwrite=args.overwrite, workers=args.workers, scheduler=args.scheduler,
                  dask_local=args.dask_local, imports=args.imports or [], verify=args.verify,
-                 progress=not args.no_progress)
+                 progress=not args.no_progress, customize=getattr(args, "customize", None))
     except BatchInterrupted as exc:
         name = signal.Signals(exc.signum).name
         print(f"interrupted by {name}: " + format_summary(exc.summary), file=sys.stderr)

@@ -20,9 +20,10 @@ import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 from fairalloc.batch.tasks import BatchError
 
@@ -142,6 +143,8 @@ class Journal:
 
 def to_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """The results table: one row per task key (the last record wins), columns :data:`COLUMNS`."""
+    import pandas as pd
+
     last: dict[str, dict[str, Any]] = {}
     for rec in records:
         last[rec["key"]] = rec
@@ -183,6 +186,8 @@ def write_table(df: pd.DataFrame, out: str | os.PathLike[str]) -> Path:
 
 def read_results(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Read a results table written by a batch (CSV or Parquet) or straight from its journal."""
+    import pandas as pd
+
     p = Path(path)
     if p.name.endswith(JOURNAL_SUFFIX):
         return to_frame(_complete_lines(p.read_bytes())[0])
@@ -194,6 +199,8 @@ def read_results(path: str | os.PathLike[str]) -> pd.DataFrame:
 
 def tasks_frame(df: pd.DataFrame) -> pd.DataFrame:
     """Long form of the ``tasks`` column: one row per (task, user) with ``X`` = that user's tasks."""
+    import pandas as pd
+
     rows = []
     for _, r in df.iterrows():
         totals = r["tasks"]

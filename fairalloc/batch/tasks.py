@@ -24,18 +24,13 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import importlib
-import importlib.util
 import itertools
 import json
 import os
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pandas as pd
 
 from fairalloc.errors import FairallocError, ParameterError
 
@@ -88,28 +83,14 @@ def grid(**values: Any) -> list[dict[str, Any]]:
 
 
 def load_plugins(imports: Iterable[str]) -> None:
-    """Import modules that register extra mechanisms: a dotted name, or a path to a ``.py`` file."""
-    for item in imports:
-        if item.endswith(".py") or os.sep in item:
-            path = Path(item).resolve()
-            name = "fairalloc_plugin_" + hashlib.sha256(str(path).encode()).hexdigest()[:10]
-            if name in sys.modules:
-                continue
-            spec = importlib.util.spec_from_file_location(name, path)
-            if spec is None or spec.loader is None or not path.is_file():
-                raise BatchError(f"--import {item!r}: no such Python file")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module  # before exec: the registry records the module's name
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[name]
-                raise
-        else:
-            try:
-                importlib.import_module(item)
-            except ImportError as exc:
-                raise BatchError(f"--import {item!r}: {exc}") from None
+    """Import modules that register extra mechanisms: a dotted name, or a path to a ``.py`` file
+    (:func:`fairalloc.registry.load_imports`; a bad one is a :class:`BatchError`)."""
+    from fairalloc.registry import load_imports
+
+    try:
+        load_imports(imports)
+    except ParameterError as exc:
+        raise BatchError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------- instances
@@ -202,6 +183,8 @@ def _parse_params_cell(text: str, where: str) -> dict[str, Any] | None:
 
 
 def read_manifest(path: Path) -> list[ManifestRow]:
+    import pandas as pd
+
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:

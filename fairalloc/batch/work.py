@@ -66,11 +66,16 @@ def solve_task(spec: dict[str, Any]) -> dict[str, Any]:
     doc: dict[str, Any] | None = None
     try:
         load_plugins(spec.get("imports", ()))
+        hook = None
+        if spec.get("customize"):
+            from fairalloc.registry import load_hook
+
+            hook = load_hook(spec["customize"])
         inst = load_instance(spec["instance"])
         row.update(instance_name=inst.name, n_users=inst.n_users, n_servers=inst.n_servers)
         result = solve(inst, spec["mechanism"], solver=spec.get("solver"),
                        time_limit=spec.get("time_limit"), verify=bool(spec.get("verify")),
-                       **spec["params"])
+                       customize=hook, **spec["params"])
         row.update(status=result.status.value, ok=result.ok, message=one_line(result.message))
         row.update(_summary(inst, result))
         if spec.get("want_doc"):

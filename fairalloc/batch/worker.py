@@ -45,9 +45,11 @@ def main() -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("pyomo").setLevel(logging.ERROR)
 
-    import fairalloc.api
-    import fairalloc.models  # noqa: F401
+    import fairalloc.api  # noqa: F401
     from fairalloc.batch.work import solve_task
+    from fairalloc.registry import all_mechanisms
+
+    all_mechanisms()  # every mechanism module imported before the first task
 
     proto.write(json.dumps({"ready": os.getpid()}) + "\n")
     for line in sys.stdin:

@@ -15,19 +15,32 @@
   figures).
 """
 
-from fairalloc.simulate.fluid import simulate_fluid
-from fairalloc.simulate.generators import (
-    GENERATORS,
-    alibaba_cluster,
-    alibaba_workload,
-    generate,
-    google_workload,
-    link_demand,
-    three_servers,
-)
-from fairalloc.simulate.online import simulate_online, standalone_concurrency
-from fairalloc.simulate.result import SimulationResult, compare, plot_comparison
-from fairalloc.simulate.workload import Workload, WorkloadError, load_workload, parse_workload
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below are imported on first use: `fairalloc --help` must not load them
+    from fairalloc.simulate.result import SimulationResult
+    from fairalloc.simulate.workload import Workload
+
+_LAZY = {
+    "simulate_fluid": "fluid",
+    **dict.fromkeys(["GENERATORS", "alibaba_cluster", "alibaba_workload", "generate", "google_workload",
+                     "link_demand", "three_servers"], "generators"),
+    "simulate_online": "online", "standalone_concurrency": "online",
+    **dict.fromkeys(["SimulationResult", "compare", "plot_comparison"], "result"),
+    **dict.fromkeys(["Workload", "WorkloadError", "load_workload", "parse_workload"], "workload"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "GENERATORS",
@@ -53,6 +66,10 @@ __all__ = [
 
 def simulate(workload: Workload, mechanism: str, model: str = "fluid", **kw) -> SimulationResult:  # type: ignore[no-untyped-def]
     """:func:`simulate_fluid` (``model="fluid"``) or :func:`simulate_online` (``"indivisible"``)."""
+    from fairalloc.simulate.fluid import simulate_fluid
+    from fairalloc.simulate.online import simulate_online
+    from fairalloc.simulate.workload import WorkloadError
+
     if model == "fluid":
         return simulate_fluid(workload, mechanism, **kw)
     if model == "indivisible":

@@ -259,7 +259,8 @@ def _psdsf_item(inst: Instance, x: np.ndarray) -> dict[str, Any]:
 
 def verify(instance: Instance | str | os.PathLike[str], allocation: Any, *, si: str | None = None,
            sp: bool = True, seed: int = 0, sp_budget: int = 48, sp_time_limit: float = 60.0,
-           items: tuple[str, ...] | None = None) -> Report:
+           items: tuple[str, ...] | None = None, customize: Any = None, progress: bool = False
+           ) -> Report:
     """Check ``allocation`` on ``instance`` and return the :class:`Report`.
 
     ``allocation``: a :class:`Result`, a result document (a mapping as ``fairalloc solve`` writes it,
@@ -268,6 +269,8 @@ def verify(instance: Instance | str | os.PathLike[str], allocation: Any, *, si: 
     paper). The strategy-proofness search re-runs the result's mechanism on at most ``sp_budget``
     misreports within ``sp_time_limit`` seconds, seeded by ``seed`` (``sp=False`` skips it).
     ``items`` restricts the report to some of :data:`ITEMS` (the others report ``holds: null``).
+    ``customize`` is the hook the result was solved with (``fairalloc.solve(..., customize=fn)``): the
+    search re-runs the mechanism with it. ``progress=True`` shows the search's progress bar on stderr.
 
     Bad input (an instance or result that does not parse, names that are not in the instance) raises
     :class:`~fairalloc.errors.FairallocError`; a property that fails is a verdict, never an error.
@@ -291,7 +294,8 @@ def verify(instance: Instance | str | os.PathLike[str], allocation: Any, *, si: 
         "sharing_incentive": lambda: si_item(pinst, x, mech, si),
         "pareto": lambda: pareto(pinst, x),
         "strategy_proof": lambda: (strategy_proof(inst, result, seed=seed, budget=sp_budget,
-                                                  time_limit=sp_time_limit) if sp else
+                                                  time_limit=sp_time_limit, customize=customize,
+                                                  progress=progress) if sp else
                                    {"holds": None, "best_gain": None, "user": None, "lie": None,
                                     "lies_tried": 0, "reason": "skipped (sp=False / --no-sp)"}),
         "bottleneck_fair": lambda: bottleneck_fair(pinst, x),

@@ -160,10 +160,28 @@ SUBJECTS: tuple[Subject, ...] = (
 )
 
 
+USER_PAPER = "(user)"
+
+
+def user_subject(name: str) -> Subject:
+    """A mechanism registered outside fairalloc (``--import``, an entry point) as an atlas row: its own
+    name and default parameters, no paper, every instance inside its setting, no claims."""
+    return Subject(name, name, {}, USER_PAPER, frozenset(FEATURES), {})
+
+
+def user_mechanisms() -> list[str]:
+    """Registered mechanisms that fairalloc does not ship (user files, plugins)."""
+    from fairalloc.registry import all_mechanisms
+
+    return [m.name for m in all_mechanisms() if not m.module.startswith("fairalloc.")]
+
+
 def subject(label: str) -> Subject:
     for s in SUBJECTS:
         if s.label == label:
             return s
+    if label in user_mechanisms():
+        return user_subject(label)
     raise KeyError(f"no atlas subject {label!r} (known: {[s.label for s in SUBJECTS]})")
 
 
@@ -335,7 +353,15 @@ def evaluate(subj: Subject, inst: Instance, props: Iterable[str] = PROPERTIES, *
 
     props = list(props)
     tol = max(tol, subj.tol)
-    r = solve(inst, subj.mechanism, **subj.params)
+    try:
+        r = solve(inst, subj.mechanism, **subj.params)
+    except FairallocError:
+        raise
+    except Exception as exc:
+        if subj.paper != USER_PAPER:
+            raise
+        # a user's mechanism that rejects an instance in its own way: unsupported there, not a crash
+        raise FairallocError(f"{subj.mechanism}: {type(exc).__name__}: {exc}") from exc
     if not r.ok:
         return {p: Check(None, None, reason=f"solve: {r.status.value}") for p in props}
     pinst, x = allocation_for(inst, r)
@@ -491,6 +517,7 @@ class AtlasConfig:
     subjects: tuple[str, ...] | None = None
     families: tuple[str, ...] | None = None
     properties: tuple[str, ...] = PROPERTIES
+    imports: tuple[str, ...] = ()  # user files/modules registering mechanisms (also in worker processes)
 
 
 @dataclass
@@ -525,7 +552,22 @@ class AtlasRun:
 
 
 def _subjects(cfg: AtlasConfig) -> list[Subject]:
-    return [s for s in SUBJECTS if cfg.subjects is None or s.label in cfg.subjects]
+    """The configured subjects: the shipped ones named in ``cfg.subjects`` (all when ``None``), plus user
+    mechanisms — those named there, and with ``cfg.subjects = None`` every one ``cfg.imports`` registers."""
+    from fairalloc.registry import load_imports
+
+    load_imports(cfg.imports)
+    out = [s for s in SUBJECTS if cfg.subjects is None or s.label in cfg.subjects]
+    users = user_mechanisms()
+    known = {s.label for s in SUBJECTS}
+    wanted = users if cfg.subjects is None and cfg.imports else [
+        n for n in (cfg.subjects or ()) if n not in known]
+    for name in wanted:
+        if name not in users:
+            raise KeyError(f"no atlas subject {name!r} (known: {sorted(known)}; user mechanisms: "
+                           f"{users or 'none (pass imports)'})")
+        out.append(user_subject(name))
+    return out
 
 
 def run_atlas(cfg: AtlasConfig | None = None, progress: bool = True, workers: int = 1) -> AtlasRun:
@@ -573,6 +615,9 @@ class _SubjectRun:
 
 def _run_subject(subj: Subject, fams: list[str], cfg: AtlasConfig, bar: Any = None) -> _SubjectRun:
     """Every family of one subject, in order: checks, and the smallest shrunk counterexamples."""
+    from fairalloc.registry import load_imports
+
+    load_imports(cfg.imports)  # a worker process registers the user's mechanisms too
     out = _SubjectRun()
     shrunk: dict[str, int] = {}
     for fam in fams:

@@ -30,13 +30,19 @@ Weights and task limits are not lied about: weights are set by the operator, and
 task limit cannot raise a utility capped at the true one. The candidates are shuffled per user with
 ``seed`` and tried round-robin over the users, so a budget smaller than the list still reaches everyone.
 The cost is bounded by ``budget`` re-solves and ``time_limit`` seconds; the report says how many lies
-were tried and why the search stopped.
+were tried, how many of them failed and why the search stopped.
+
+A lie the mechanism rejects — it raises (an instance it does not support, a user-written mechanism that
+assumes every eligible server stays eligible, a ``customize`` hook naming a pair the lie removed) or it
+does not reach ``optimal``/``converged`` — is a *failed* lie: counted, its reason kept in ``failures``,
+never a crash of the search. Only evaluated lies decide ``holds``.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -48,7 +54,7 @@ from fairalloc.instance import Instance
 from fairalloc.result import Result
 from fairalloc.verify.fairness import bundle_value
 
-__all__ = ["Lie", "candidate_lies", "liar_utility", "search_order", "strategy_proof"]
+__all__ = ["Lie", "candidate_lies", "liar_utility", "search_order", "strategy_proof", "summary"]
 
 log = logging.getLogger(__name__)
 
@@ -179,17 +185,41 @@ def _not_checkable(reason: str, **extra: Any) -> dict[str, Any]:
             "reason": reason, **extra}
 
 
+MAX_FAILURES = 5  # failed lies whose reason the report keeps
+
+
+def summary(item: dict[str, Any]) -> str:
+    """One line: how many lies were tried, evaluated, failed and skipped, and why the search stopped."""
+    tried, failed = item.get("lies_tried", 0), item.get("lies_failed", 0)
+    text = (f"{tried} lie(s) tried: {item.get('lies_evaluated', tried - failed)} evaluated, {failed} "
+            "failed (rejected by the mechanism or not solved)")
+    if item.get("lies_invalid"):
+        text += f", {item['lies_invalid']} impossible report(s) skipped"
+    if item.get("stopped"):
+        text += f"; stopped: {item['stopped']}"
+    if item.get("holds") is False:
+        text += f"; profitable lie: {item['lie']['description']} (gain {item['best_gain']:.3g})"
+    elif item.get("holds") is True:
+        text += "; no profitable lie found"
+    return text
+
+
 def strategy_proof(inst: Instance, result: Result, *, seed: int = 0, budget: int = 48,
                    time_limit: float = 60.0, tol: float = 1e-6, lies: list[Lie] | None = None,
-                   stop_at_first: bool = False) -> dict[str, Any]:
-    """Search for a profitable lie against ``result.mechanism`` (run with ``result.parameters``).
+                   stop_at_first: bool = False, customize: Any = None,
+                   progress: bool = False) -> dict[str, Any]:
+    """Search for a profitable lie against ``result.mechanism`` (run with ``result.parameters`` and the
+    ``customize`` hook the result was solved with, if any).
 
-    Returns ``holds`` (``false`` once a lie gains more than ``tol``, ``true`` if none of the lies tried
-    does — a search, not a proof — ``null`` when the mechanism cannot be re-run), ``best_gain``
-    (relative), ``best_gain_tasks``, the ``user``, the ``lie`` (``kind``, ``target``, ``factor``,
-    ``description``), ``truthful_utility`` and ``lie_utility``, ``per_user`` best gains, and the cost:
-    ``lies_tried``, ``lies_failed`` (the mechanism did not reach optimal/converged), ``lies_invalid``
-    (an impossible report), ``stopped`` (``exhausted``, ``budget``, ``time_limit`` or ``found``).
+    Returns ``holds`` (``false`` once a lie gains more than ``tol``, ``true`` if none of the lies
+    evaluated does — a search, not a proof — ``null`` when the mechanism cannot be re-run or no lie
+    could be evaluated), ``best_gain`` (relative), ``best_gain_tasks``, the ``user``, the ``lie``
+    (``kind``, ``target``, ``factor``, ``description``), ``truthful_utility`` and ``lie_utility``,
+    ``per_user`` best gains, and the cost: ``lies_tried`` (re-solves made), ``lies_evaluated``,
+    ``lies_failed`` (the mechanism rejected the report or did not reach optimal/converged; the first
+    few reasons in ``failures``), ``lies_invalid`` (an impossible report, not re-solved), ``stopped``
+    (``exhausted``, ``budget``, ``time_limit`` or ``found``) and a one-line ``summary``.
+    ``progress=True`` shows a tqdm bar on stderr.
     """
     from fairalloc.api import solve
     from fairalloc.registry import get_mechanism
@@ -207,53 +237,81 @@ def strategy_proof(inst: Instance, result: Result, *, seed: int = 0, budget: int
     truth = np.minimum(x.sum(axis=1), pinst.tasks)
     order = lies if lies is not None else search_order(inst, seed)
     t0 = time.perf_counter()
-    tried = failed = invalid = 0
+    evaluated = failed = invalid = 0
+    failures: list[dict[str, str]] = []
     best: dict[str, Any] | None = None
     per_user: dict[str, float] = {}
     stopped = "exhausted"
-    for lie in order:
-        if tried + failed >= budget:
-            stopped = "budget"
-            break
-        remaining = time_limit - (time.perf_counter() - t0)
-        if remaining <= 0:
-            stopped = "time_limit"
-            break
-        try:
-            lie_inst = lie.apply(inst)
-        except FairallocError:
-            invalid += 1
-            continue
-        try:
-            r = solve(lie_inst, mech.name, time_limit=remaining, **params)
-        except FairallocError as exc:  # e.g. the misreport makes the instance unsupported
-            log.debug("lie %s: %s", lie.describe(), exc)
-            invalid += 1
-            continue
-        if not r.ok:
-            failed += 1
-            continue
-        tried += 1
-        n = pinst.users.index(lie.user)
-        got = liar_utility(inst, lie_inst, r, lie.user)
-        gain_tasks = got - float(truth[n])
-        gain = gain_tasks / truth[n] if truth[n] > 0 else (math.inf if gain_tasks > tol else 0.0)
-        per_user[lie.user] = float(max(per_user.get(lie.user, -math.inf), gain))
-        if best is None or gain > best["best_gain"]:
-            best = {"best_gain": float(gain), "best_gain_tasks": float(gain_tasks), "user": lie.user,
-                    "lie": lie.to_dict(), "truthful_utility": float(truth[n]), "lie_utility": float(got),
-                    "reported_tasks": float(r.tasks[r.users.index(lie.user)])}
-        if stop_at_first and gain > tol:
-            stopped = "found"
-            break
+
+    def fail(lie: Lie, why: str) -> None:
+        nonlocal failed
+        failed += 1
+        log.debug("lie %s failed: %s", lie.describe(), why)
+        if len(failures) < MAX_FAILURES:
+            failures.append({"lie": lie.describe(), "reason": why})
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=min(budget, len(order)), desc=f"SP search ({mech.name})", unit="lie",
+               disable=not progress, file=sys.stderr, leave=False, dynamic_ncols=True)
+    try:
+        for lie in order:
+            if evaluated + failed >= budget:
+                stopped = "budget"
+                break
+            remaining = time_limit - (time.perf_counter() - t0)
+            if remaining <= 0:
+                stopped = "time_limit"
+                break
+            try:
+                lie_inst = lie.apply(inst)
+            except (FairallocError, ValueError):
+                invalid += 1
+                continue
+            bar.update(1)
+            try:
+                r = solve(lie_inst, mech.name, time_limit=remaining, customize=customize, **params)
+            except Exception as exc:  # the mechanism rejects the report: a failed lie, not a crash
+                fail(lie, f"{type(exc).__name__}: {exc}")
+                continue
+            if not r.ok:
+                fail(lie, f"status {r.status.value}: {r.message}")
+                continue
+            n = pinst.users.index(lie.user)
+            try:
+                got = liar_utility(inst, lie_inst, r, lie.user)
+            except Exception as exc:  # a result that does not fit the instance (a custom mechanism)
+                fail(lie, f"result not comparable: {type(exc).__name__}: {exc}")
+                continue
+            evaluated += 1
+            gain_tasks = got - float(truth[n])
+            gain = gain_tasks / truth[n] if truth[n] > 0 else (math.inf if gain_tasks > tol else 0.0)
+            per_user[lie.user] = float(max(per_user.get(lie.user, -math.inf), gain))
+            if best is None or gain > best["best_gain"]:
+                best = {"best_gain": float(gain), "best_gain_tasks": float(gain_tasks),
+                        "user": lie.user, "lie": lie.to_dict(), "truthful_utility": float(truth[n]),
+                        "lie_utility": float(got),
+                        "reported_tasks": float(r.tasks[r.users.index(lie.user)])}
+            bar.set_postfix_str(f"failed {failed}, best gain {best['best_gain']:.3g}", refresh=False)
+            if stop_at_first and gain > tol:
+                stopped = "found"
+                break
+    finally:
+        bar.close()
+    tried = evaluated + failed
     seconds = time.perf_counter() - t0
-    cost = {"lies_tried": tried, "lies_failed": failed, "lies_invalid": invalid, "budget": budget,
+    cost = {"lies_tried": tried, "lies_evaluated": evaluated, "lies_failed": failed,
+            "lies_invalid": invalid, "failures": failures, "budget": budget,
             "time_limit": time_limit, "seconds": round(seconds, 3), "stopped": stopped, "seed": seed,
             "mechanism": mech.name, "per_user": per_user}
     if best is None:
-        return _not_checkable("no lie could be evaluated (every re-solve failed or was invalid)", **cost)
+        out = _not_checkable("no lie could be evaluated (every re-solve failed or was invalid)", **cost)
+        out["summary"] = summary(out)
+        return out
     holds = bool(best["best_gain"] <= tol)
-    log.info("SP search on %s: %d lies, best gain %.3g (%s)", mech.name, tried, best["best_gain"],
-             best["lie"]["description"])
-    return {"holds": holds, **best, **cost,
-            "note": "a search over misreports, not a proof: holds=true means no lie tried was profitable"}
+    log.info("SP search on %s: %d lies (%d failed), best gain %.3g (%s)", mech.name, tried, failed,
+             best["best_gain"], best["lie"]["description"])
+    out = {"holds": holds, **best, **cost,
+           "note": "a search over misreports, not a proof: holds=true means no lie evaluated was profitable"}
+    out["summary"] = summary(out)
+    return out
