@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fairalloc.instance import Instance
-from fairalloc.solvers.highs import IPM_ABOVE
+from fairalloc.solvers.highs import IPM_ABOVE, new_highs
 
 __all__ = ["FloorOutcome", "chi_matrix", "equal_shares", "fairalloc_options", "progressive_filling",
            "share_coeff", "weighted_sum"]
@@ -123,8 +123,7 @@ def _pass(A: sp.csr_array, cost: np.ndarray, col_lo: np.ndarray, row_lo: np.ndar
     lp.a_matrix_.start_ = A.indptr.astype(np.int32)
     lp.a_matrix_.index_ = A.indices.astype(np.int32)
     lp.a_matrix_.value_ = A.data
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     for k, v in (fairalloc_options(A.shape[1]) if options is None else options).items():
         h.setOptionValue(k, v)
     h.passModel(lp)

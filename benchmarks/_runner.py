@@ -45,10 +45,11 @@ def environment() -> dict[str, str]:
     import platform
 
     import cvxpy
-    import highspy
     import pyomo
 
-    h = highspy.Highs()
+    from fairalloc.solvers.highs import new_highs
+
+    h = new_highs()
     return {"python": platform.python_version(), "pyomo": pyomo.__version__,
             "highspy": f"{h.versionMajor()}.{h.versionMinor()}.{h.versionPatch()}",
             "cvxpy": cvxpy.__version__, "cores": str(os.cpu_count()),

@@ -283,7 +283,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from fairalloc.registry import load_imports
 
             load_imports(args.imports)
-        return int(args.func(args))
+        from fairalloc.solvers.quiet import document_stdout
+
+        # fd 1 carries only the document; what solvers print from C goes to stderr (-v) or nowhere
+        with document_stdout():
+            return int(args.func(args))
     except FairallocError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT

@@ -14,11 +14,7 @@ a feasible point, and "infeasible or unbounded" is resolved by one re-solve with
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import highspy
@@ -40,6 +36,7 @@ from fairalloc.solvers.compile import (
 from fairalloc.solvers.kkt import kkt_residuals
 from fairalloc.solvers.linear import ArrayLinearExpression, column_bounds, load_values
 from fairalloc.solvers.outcome import SolveOutcome
+from fairalloc.solvers.quiet import c_output_off_stdout
 from fairalloc.status import Status
 
 __all__ = ["HighsBridge", "highs_version"]
@@ -73,26 +70,17 @@ def _has_named_expression(expr: Any) -> bool:
     return False
 
 
-@contextmanager
-def _stdout_to_stderr(active: bool) -> Iterator[None]:
-    """Send what C code prints on file descriptor 1 to stderr while ``active``: HiGHS's PDLP
-    (cuPDLP-C) prints a warning per free row with ``printf``, which would corrupt the JSON that
-    ``fairalloc solve`` writes to stdout."""
-    if not active:
-        yield
-        return
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+def new_highs() -> highspy.Highs:
+    """A ``highspy.Highs`` with its logging off, created with file descriptor 1 guarded (highspy ≥ 1.16
+    prints a banner from the constructor)."""
+    with c_output_off_stdout():
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+    return h
 
 
 def highs_version() -> str:
-    h = highspy.Highs()
+    h = new_highs()
     return f"{h.versionMajor()}.{h.versionMinor()}.{h.versionPatch()}"
 
 
@@ -114,8 +102,7 @@ class HighsBridge:
         t0 = time.perf_counter()
         self.model = model
         self.form = compile_linear(model)
-        self.h = highspy.Highs()
-        self.h.setOptionValue("output_flag", False)
+        self.h = new_highs()
         self.h.setOptionValue("solver", algorithm)
         for k, v in (options or {}).items():
             self._set_option(k, v)
@@ -402,7 +389,7 @@ class HighsBridge:
                 saved[k] = old
             self.solves += 1
             t0 = time.perf_counter()
-            with _stdout_to_stderr(pdlp):
+            with c_output_off_stdout():  # cuPDLP-C prints a warning per free row with printf
                 self._run()
         finally:
             for k, v in saved.items():

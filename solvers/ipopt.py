@@ -41,6 +41,7 @@ from fairalloc.errors import SolverUnavailableError
 from fairalloc.solvers.compile import row_bounds
 from fairalloc.solvers.kkt import model_kkt
 from fairalloc.solvers.outcome import SolveOutcome
+from fairalloc.solvers.quiet import c_output_off_stdout
 from fairalloc.status import Status
 
 __all__ = ["CasadiIpopt", "ExecutableIpopt", "casadi_version", "ipopt_executable", "ipopt_route"]
@@ -161,8 +162,9 @@ class CasadiIpopt:
 
         if self._solver is None or self._built_for != opts:
             ipopt_opts = {"sb": "yes", "print_level": 0, **opts}
-            self._solver = casadi.nlpsol("fairalloc", "ipopt", self._nlp, {
-                "expand": True, "print_time": False, "error_on_fail": False, "ipopt": ipopt_opts})
+            with c_output_off_stdout():
+                self._solver = casadi.nlpsol("fairalloc", "ipopt", self._nlp, {
+                    "expand": True, "print_time": False, "error_on_fail": False, "ipopt": ipopt_opts})
             self._built_for = dict(opts)
         return self._solver
 
@@ -206,7 +208,8 @@ class CasadiIpopt:
         if warm_start and np.any(self.lam_g):
             args["lam_g0"], args["lam_x0"] = self.lam_g, self.lam_x
         t0 = time.perf_counter()
-        res = solver(**args)
+        with c_output_off_stdout():
+            res = solver(**args)
         solve_s = time.perf_counter() - t0
         stats = solver.stats()
         rs = str(stats.get("return_status", "unknown"))
@@ -280,7 +283,8 @@ class ExecutableIpopt:
         if time_limit is not None:
             opts["max_wall_time"] = max(float(time_limit), 1e-3)
         t0 = time.perf_counter()
-        res = self.opt.solve(m, options=opts, load_solutions=False, tee=False)
+        with c_output_off_stdout():
+            res = self.opt.solve(m, options=opts, load_solutions=False, tee=False)
         solve_s = time.perf_counter() - t0
         tc = str(res.solver.termination_condition).split(".")[-1]
         status = _EXE_STATUS.get(tc, Status.ERROR)

@@ -19,6 +19,7 @@ from fairalloc.errors import SolverUnavailableError
 from fairalloc.solvers.compile import bound_sources, eval_bounds
 from fairalloc.solvers.linear import register_with
 from fairalloc.solvers.outcome import SolveOutcome
+from fairalloc.solvers.quiet import c_output_off_stdout
 from fairalloc.status import Status
 
 __all__ = ["PyomoSolver"]
@@ -103,7 +104,8 @@ class PyomoSolver:
         if opts:
             kwargs["solver_options"] = opts
         t0 = time.perf_counter()
-        res = self.opt.solve(self.model, **kwargs)
+        with c_output_off_stdout():  # HiGHS's banner, SCIP's log: never on stdout
+            res = self.opt.solve(self.model, **kwargs)
         wall = time.perf_counter() - t0
         if not self._pushed:
             self._record_bounds()
