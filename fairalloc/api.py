@@ -23,6 +23,7 @@ from fairalloc.io import load_instance
 from fairalloc.registry import get_mechanism
 from fairalloc.result import Result, snap_zeros
 from fairalloc.solvers import Session
+from fairalloc.versions import versions
 
 __all__ = ["as_instance", "solve"]
 
@@ -89,7 +90,8 @@ def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver
         servers=sol.servers or inst.servers, allocation=snap_zeros(sol.allocation, sol.zero_tol),
         message=sol.message, parameters=values,
         solver={"name": st.solver or "none", "solves": st.solves, "iterations": st.iterations,
-                "seconds": round(st.solve_seconds, 6), "max_kkt_residual": st.max_kkt},
+                "seconds": round(st.solve_seconds, 6), "max_kkt_residual": st.max_kkt,
+                "versions": versions(nlp="ipopt" in (st.solver or ""))},
         timings={"load": t_load, "build": max(0.0, t_mech - st.solve_seconds - st.load_seconds
                                               - st.build_seconds),
                  "translate": st.build_seconds, "solve": st.solve_seconds,

@@ -120,6 +120,12 @@ def test_ten_instances_three_mechanisms(instances, tmp_path):
     doc = json.loads(next(f for f in files if row["key"] in f.name).read_text())
     assert doc["tasks"] == json.loads(row["tasks"]) and doc["batch"]["key"] == row["key"]
     assert doc["allocation"] == {"u1": {"s1": 4.0}, "u2": {"s1": 2.0, "s2": 6.0}}
+    # every solved row and its document record the versions the numbers came from
+    from importlib.metadata import version
+
+    assert json.loads(row["versions"]) == doc["solver"]["versions"]
+    assert doc["solver"]["versions"]["highspy"] == version("highspy")
+    assert all(json.loads(v)["pyomo"] for v in df.loc[df["ok"], "versions"])
     long = tasks_frame(df)
     assert len(long) == int(df.loc[df["ok"], "n_users"].sum())
 

@@ -45,12 +45,14 @@ COLUMNS = [
     # solver statistics and times (seconds)
     "solver_used", "solves", "iterations", "solve_seconds", "mechanism_seconds", "wall_seconds",
     "max_kkt_residual",
+    # the versions the numbers depend on, as a JSON object {package: version}
+    "versions",
     # verification: feasibility always; with --verify, {property: holds} of the full report
     "feasible", "max_violation", "worst_row", "verification",
     # where and when
     "worker", "finished_at",
 ]
-_JSON_COLUMNS = ("params", "tasks", "verification")
+_JSON_COLUMNS = ("params", "tasks", "verification", "versions")
 _INT_COLUMNS = ("n_users", "n_servers", "solves", "iterations")
 
 

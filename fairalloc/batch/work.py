@@ -78,6 +78,7 @@ def solve_task(spec: dict[str, Any]) -> dict[str, Any]:
                        customize=hook, **spec["params"])
         row.update(status=result.status.value, ok=result.ok, message=one_line(result.message))
         row.update(_summary(inst, result))
+        row["versions"] = result.solver.get("versions")
         if spec.get("want_doc"):
             doc = result.to_dict()
     except FairallocError as exc:
