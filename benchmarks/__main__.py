@@ -1,5 +1,5 @@
-"""``python -m benchmarks [NAME ... | all] [--quick] [--out DIR] [--publish]`` — see
-``benchmarks/__init__.py``."""
+"""``python -m benchmarks [NAME ... | all] [--quick] [--out DIR] [--publish]``: run the paper
+reproductions and solver/scaling benchmarks (``benchmarks/__init__.py`` lists them)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,10 @@ def discover() -> dict[str, ModuleType]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Run fairalloc's paper reproductions and solver/scaling benchmarks; each writes CSV, "
+                    "PNG and a Markdown summary to --out. Run from the repository's root.")
     ap.add_argument("names", nargs="*", help="benchmarks to run ('all': every one; none: list them)")
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     ap.add_argument("--out", type=Path, default=HERE / "out", help="output folder (default benchmarks/out)")

@@ -15,6 +15,7 @@ from fairalloc.errors import FairallocError, InstanceError, ParameterError, Solv
 from fairalloc.status import Status
 
 if TYPE_CHECKING:
+    from fairalloc.api import solve
     from fairalloc.instance import Instance
     from fairalloc.io import instance_to_dict, load_instance, parse_instance, save_instance
     from fairalloc.registry import Param, Solution, mechanism
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 _LAZY = {"Instance": "fairalloc.instance", "Result": "fairalloc.result",
          **dict.fromkeys(["instance_to_dict", "load_instance", "parse_instance", "save_instance"],
                          "fairalloc.io"),
-         **dict.fromkeys(["Param", "Solution", "mechanism"], "fairalloc.registry")}
+         **dict.fromkeys(["Param", "Solution", "mechanism"], "fairalloc.registry"),
+         "solve": "fairalloc.api"}  # the function itself, so help(fairalloc.solve) shows its signature
 
 __version__ = "0.1.0"
 
@@ -47,16 +49,6 @@ __all__ = [
     "save_instance",
     "solve",
 ]
-
-
-def solve(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """See :func:`fairalloc.api.solve`."""
-    from fairalloc.api import solve as _solve
-
-    return _solve(*args, **kwargs)
-
-
-solve.__doc__ = "Run a mechanism on an instance; see :func:`fairalloc.api.solve`."
 
 
 def mechanisms() -> list[str]:

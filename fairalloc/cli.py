@@ -256,7 +256,13 @@ CUSTOMIZE_COMMANDS = ("solve", "verify", "show", "batch")
 
 
 def _add_extension_options(sub: Any) -> None:
-    """``--import`` on every command that looks mechanisms up; ``--customize`` where a mechanism runs."""
+    """``--import`` on every command that looks mechanisms up; ``--customize`` where a mechanism runs;
+    ``-v``/``--debug`` after any command as well as before it."""
+    for cmd in sub.choices.values():
+        cmd.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                         help="log progress (-v: INFO, -vv: DEBUG) on stderr")
+        cmd.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                         help="show tracebacks of internal errors")
     for name in IMPORT_COMMANDS:
         cmd = sub.choices.get(name)
         if cmd is not None and not any("--import" in a.option_strings for a in cmd._actions):

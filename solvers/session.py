@@ -185,15 +185,17 @@ class Session:
         self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def check(self, problem: str) -> None:
-        """Raise if the user's solver cannot take the mechanism's problem class (``"none"``: the
-        mechanism makes no solver calls, so naming a solver is a mistake too)."""
-        if self.solver is not None and problem not in PROBLEM_CLASSES:
-            raise ParameterError(f"--solver {self.solver!r}: this mechanism solves no optimisation "
-                                 "problem (it is a combinatorial procedure); omit --solver")
-        if self.solver is not None and problem not in SOLVERS[self.solver].classes:
-            able = [s.name for s in SOLVERS.values() if problem in s.classes]
-            raise ParameterError(f"--solver {self.solver!r} cannot solve {problem.upper()}s "
-                                 f"(this mechanism needs one of: {', '.join(able)})")
+        """Say (INFO log) when the user's solver does not take the mechanism's problem class: the
+        solver applies to the classes it supports and the others keep their defaults, so
+        ``--solver ipopt`` over a batch of LP and NLP mechanisms changes only the NLPs. The result's
+        ``solver.name`` records what ran (``"none"`` for a combinatorial mechanism)."""
+        if self.solver is None:
+            return
+        if problem not in PROBLEM_CLASSES:
+            log.info("--solver %s: this mechanism solves no optimisation problem; ignored", self.solver)
+        elif problem not in SOLVERS[self.solver].classes:
+            log.info("--solver %s does not take %ss; this mechanism uses the default %s", self.solver,
+                     problem.upper(), DEFAULTS[problem])
 
     def solver_for(self, problem: str) -> SolverSpec:
         if problem not in PROBLEM_CLASSES:

@@ -226,10 +226,11 @@ def test_session_routes_and_checks():
 
     with pytest.raises(ParameterError, match="unknown solver"):
         Session(solver="gurobi-ish")
-    with pytest.raises(ParameterError, match="cannot solve NLPs"):
-        Session(solver="highs").check("nlp")
-    with pytest.raises(ParameterError, match="solves no optimisation problem"):  # tsf-er-online
-        Session(solver="highs").check("none")
+    # a solver applies to the classes it takes; the others keep their defaults
+    Session(solver="highs").check("nlp")
+    Session(solver="highs").check("none")  # tsf-er-online: nothing to solve, nothing to refuse
+    assert Session(solver="highs").solver_for("nlp").name == "ipopt"
+    assert Session(solver="ipopt").solver_for("lp").name == "highs"
     Session().check("none")
     s = Session()
     assert s.solver_for("lp").name == "highs" and s.solver_for("nlp").name == "ipopt"
