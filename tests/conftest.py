@@ -35,3 +35,11 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpro
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def require_scip() -> None:
+    """Skip unless the SCIP route works here (pyscipopt, and Pyomo ≥ 6.10.1 for its 'scip_direct')."""
+    from fairalloc.solvers.session import SOLVERS
+
+    if SOLVERS["scip"].probe() is None:
+        pytest.skip("SCIP route unavailable (needs pyscipopt and Pyomo >= 6.10.1)")

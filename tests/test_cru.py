@@ -15,6 +15,7 @@ from fairalloc.io import load_instance
 from fairalloc.registry import get_mechanism
 from fairalloc.verify import feasibility
 
+from conftest import require_scip
 from independent import cru_bruteforce, envy_mu, eta, pareto_improvement
 
 
@@ -89,7 +90,7 @@ def test_rejects_time_shared(cli, examples):
 
 
 def test_scip_solves_the_milp_too():
-    pytest.importorskip("pyscipopt")
+    require_scip()
     inst = Instance.from_arrays(capacity=[[10]], demand=[[1], [1]], tasks=[1, np.inf])
     r = solve(inst, "cru", solver="scip")
     assert r.status.value == "optimal"

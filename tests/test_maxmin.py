@@ -15,6 +15,7 @@ from fairalloc.models.maxmin import add_maxmin, progressive_filling
 from fairalloc.solvers import Session
 from fairalloc.verify import feasibility
 
+from conftest import require_scip
 from independent import leximin
 
 FLAGS = st.fixed_dictionaries({"placement": st.booleans(), "limits": st.booleans(),
@@ -103,7 +104,7 @@ def test_drf_pools_several_servers(examples):
 @pytest.mark.parametrize("solver", ["scip", "pyomo-highs", "highs-ipm"])
 def test_other_solvers_reach_the_same_leximin(examples, solver):
     if solver == "scip":
-        pytest.importorskip("pyscipopt")
+        require_scip()
     r = solve(examples / "psdsf-fig2.yaml", "drfh", solver=solver)
     base = solve(examples / "psdsf-fig2.yaml", "drfh")
     np.testing.assert_allclose(r.tasks, base.tasks, rtol=1e-6)

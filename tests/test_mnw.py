@@ -14,6 +14,7 @@ from fairalloc.registry import get_mechanism
 from fairalloc.solvers import Session, model_kkt
 from fairalloc.verify import feasibility
 
+from conftest import require_scip
 from independent import chi
 
 
@@ -91,7 +92,7 @@ def test_one_resource_closed_form():
 def test_time_shared_and_scip_epigraph(examples):
     r = solve(examples / "psdsf-table3.yaml", "mnw")
     assert r.status.value == "optimal" and feasibility_ok(examples, r)
-    pytest.importorskip("pyscipopt")
+    require_scip()
     s = solve(examples / "tsfer-fig2.yaml", "mnw", solver="scip")
     assert s.parameters["form"] == "log" and s.details["form"] == "epigraph"
     np.testing.assert_allclose(s.tasks, [5, 5], atol=1e-5)

@@ -11,6 +11,8 @@ import pytest
 from fairalloc import solve
 from fairalloc.generate import random_instance
 
+from conftest import require_scip
+
 
 def multi_level(seed: int = 3):
     """Several progressive-filling levels: a fifth of the users do not use the external resource."""
@@ -34,7 +36,7 @@ def test_pdlp_converges_and_keeps_stdout_clean(cli, examples):
 
 @pytest.mark.parametrize("mechanism", ["drfh", "tsf-er"])
 def test_scip_probes_find_the_same_levels(mechanism):
-    pytest.importorskip("pyscipopt")
+    require_scip()
     inst = multi_level()
     ref = solve(inst, mechanism)
     r = solve(inst, mechanism, solver="scip")

@@ -12,6 +12,8 @@ from fairalloc.solvers.highs import HighsBridge
 from fairalloc.solvers.ipopt import CasadiIpopt, ipopt_executable
 from fairalloc.status import Status
 
+from conftest import require_scip
+
 
 def small_lp(sense=pyo.maximize):
     m = pyo.ConcreteModel()
@@ -239,7 +241,7 @@ def test_session_routes_and_checks():
 
 
 def test_scip_agrees_with_highs():
-    pytest.importorskip("pyscipopt")
+    require_scip()
     m = small_lp()
     out = Session(solver="scip").solve(m, "lp")
     assert out.ok and out.objective == pytest.approx(2.8, abs=1e-6)
