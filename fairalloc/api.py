@@ -20,6 +20,7 @@ from pyomo.common.gc_manager import PauseGC
 from fairalloc.errors import ParameterError
 from fairalloc.instance import Instance
 from fairalloc.io import load_instance
+from fairalloc.partition import take_params as take_partition_params
 from fairalloc.registry import get_mechanism
 from fairalloc.result import Result, snap_zeros
 from fairalloc.solvers import Session
@@ -60,6 +61,19 @@ def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver
     inst = as_instance(instance)
     t_load = time.perf_counter() - t0
     mech = get_mechanism(mechanism)
+    part = take_partition_params(params)
+    if part.get("k", 1) > 1:  # POP-style partitioned solve: an approximation, see fairalloc.partition
+        if customize is not None:
+            raise ParameterError("customize: not with -p partitions (the hook would see each part)")
+        from fairalloc.partition import solve_partitioned
+
+        result = solve_partitioned(inst, mech.name, part.pop("k"), **part, solver=solver,
+                                   time_limit=time_limit, solver_options=solver_options, **params)
+        if verify:
+            from fairalloc.verify import verify as run_verify
+
+            result.verification = run_verify(inst, result).to_dict()
+        return result
     values = mech.parse_params(params)
     if mech.needs_demands:
         inst.require_demands(mech.name)
