@@ -126,7 +126,7 @@ def progressive_filling(inst: Instance, coeff: np.ndarray, solver: str | None = 
             break
         xv = np.maximum(np.asarray(x.value), 0.0)
         share = coeff * xv.sum(axis=1)
-        floor[blocked] = np.minimum(tv, share[blocked]) - 1e-9 * max(1.0, abs(tv))
+        floor[blocked] = np.minimum(tv, share[blocked]) - 1e-9 * abs(tv)
         levels[blocked] = tv
         active[blocked] = False
         rounds.append({"level": tv, "frozen": int(blocked.size), "seconds": wall})

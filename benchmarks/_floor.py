@@ -192,7 +192,7 @@ def progressive_filling(inst: Instance, coeff: np.ndarray, options: dict[str, An
         if not blocked.size:
             status = "no blocked user"
             break
-        floor = np.minimum(t, share[blocked]) - tol * max(1.0, abs(t))
+        floor = np.minimum(t, share[blocked]) - tol * abs(t)
         levels[blocked] = t
         active[blocked] = False
         rows = (first + blocked).astype(np.int32)

@@ -145,6 +145,12 @@ class Param:
         return val
 
 
+CANONICAL = Param("canonical", as_bool, True,
+                  "where the optimum is not unique, return the canonical optimum (the vertex of the "
+                  "optimal face maximising a name-hashed weighting of x/η, docs/canonical.md); "
+                  "false: whichever optimum the solver returns")
+
+
 @dataclass
 class Solution:
     """What a mechanism's ``solve`` returns: the allocation ``x`` (users × servers), a status and

@@ -50,7 +50,7 @@ from fairalloc.errors import InstanceError, ParameterError
 from fairalloc.instance import Instance
 from fairalloc.models import tsf_er
 from fairalloc.models.maxmin import leximin_model
-from fairalloc.registry import Param, Solution, as_floats, mechanism
+from fairalloc.registry import CANONICAL, Param, Solution, as_floats, mechanism
 from fairalloc.solvers import Session
 
 __all__ = ["alpha_profile", "split_instance"]
@@ -134,11 +134,12 @@ def _build(name: str, inst: Instance, alpha: str | list[float]) -> pyo.ConcreteM
     return m
 
 
-def _solve(name: str, inst: Instance, session: Session, alpha: str | list[float]) -> Solution:
+def _solve(name: str, inst: Instance, session: Session, alpha: str | list[float],
+           canonical: bool = True) -> Solution:
     split = split_instance(inst, alpha)
     label, coeff_fn = KINDS[name]
     coeff = coeff_fn(inst, split)
-    out = tsf_er.run(split, session, coeff, "leximin", label=label)
+    out = tsf_er.run(split, session, coeff, "leximin", label=label, canonical=canonical)
     U = inst.users
     prof = alpha_profile(inst, alpha)
     details: dict[str, Any] = {
@@ -157,17 +158,19 @@ ALPHA = Param("alpha", as_alpha, "eq", "split of each external resource over its
               "per server")
 
 
-@mechanism("drf-alpha", problem="lp", params=[ALPHA],
-           build=lambda inst, alpha="eq": _build("drf-alpha", inst, alpha),
+@mechanism("drf-alpha", problem="lp", params=[ALPHA, CANONICAL],
+           build=lambda inst, alpha="eq", **_: _build("drf-alpha", inst, alpha),
            reference="[TSFER] §3.3, Thm 3 (DRF-α^er)",
            summary="DRFH after a fixed split α of each external resource across servers")
-def solve_drf(inst: Instance, session: Session, alpha: str | list[float] = "eq") -> Solution:
-    return _solve("drf-alpha", inst, session, alpha)
+def solve_drf(inst: Instance, session: Session, alpha: str | list[float] = "eq",
+              canonical: bool = True) -> Solution:
+    return _solve("drf-alpha", inst, session, alpha, canonical)
 
 
-@mechanism("tsf-alpha", problem="lp", params=[ALPHA],
-           build=lambda inst, alpha="eq": _build("tsf-alpha", inst, alpha),
+@mechanism("tsf-alpha", problem="lp", params=[ALPHA, CANONICAL],
+           build=lambda inst, alpha="eq", **_: _build("tsf-alpha", inst, alpha),
            reference="[TSFER] §3.3, (7a)-(7c), Thm 4 (TSF-α^er)",
            summary="TSF after a fixed split α of each external resource across servers")
-def solve_tsf(inst: Instance, session: Session, alpha: str | list[float] = "eq") -> Solution:
-    return _solve("tsf-alpha", inst, session, alpha)
+def solve_tsf(inst: Instance, session: Session, alpha: str | list[float] = "eq",
+              canonical: bool = True) -> Solution:
+    return _solve("tsf-alpha", inst, session, alpha, canonical)

@@ -34,6 +34,12 @@ is "``X_n ≥ T_n`` or every EF row of ``n`` holds", so one binary per user is e
 with a relative gap of 1e-9. ``form="auto"`` (the default) runs the LP without finite limits and the
 MILP with them; the result says which form ran (``details.form``).
 
+**Canonical optimum** (default; ``-p canonical=false`` returns the solver's vertex): the LP's optima
+form a face; the result is its vertex maximising ``Σ h[n,i]·x[n,i]/η_n`` (``h`` a fixed hash of the
+user's and the server's names) over χ, the EF and SI rows and ``Σ X/η`` within ``10⁻¹²`` (relative)
+of the optimum — one more LP (:mod:`fairalloc.solvers.canonical`). The MILP's binaries are kept at
+the solver's values.
+
 Golden numbers (SPEC §4.4, [TSFER] Fig. 2): ``x[u1,s2] = x[u2,s1] = 5``.
 """
 
@@ -44,9 +50,10 @@ import pyomo.environ as pyo
 from pyomo.core.expr.numeric_expr import LinearExpression
 
 from fairalloc.instance import Instance
-from fairalloc.models.feasible import allocation, feasible_set
-from fairalloc.registry import Param, Solution, choice, mechanism
+from fairalloc.models.feasible import allocation, allocation_scale, feasible_set
+from fairalloc.registry import CANONICAL, Param, Solution, choice, mechanism
 from fairalloc.solvers import Session
+from fairalloc.solvers.canonical import RULE
 from fairalloc.status import Status
 from fairalloc.verify.fairness import SI_DEFINITIONS, si_threshold
 
@@ -71,7 +78,7 @@ def _form(inst: Instance, form: str) -> str:
     return form
 
 
-def build(inst: Instance, form: str = "auto", si: str = "tsfer") -> pyo.ConcreteModel:
+def build(inst: Instance, form: str = "auto", si: str = "tsfer", **_: object) -> pyo.ConcreteModel:
     """χ, the EF and SI rows and ``max Σ X/η``; with ``form="milp"`` also ``z`` and the big-M rows."""
     inst.require_demands("cru")
     form = _form(inst, form)
@@ -121,16 +128,23 @@ def build(inst: Instance, form: str = "auto", si: str = "tsfer") -> pyo.Concrete
                          "the paper's LP (may be infeasible with limits); milp: always the MILP"),
                    Param("si", choice(*SI_DEFINITIONS), "tsfer",
                          "sharing-incentive rows: tsfer ([TSFER] Def. 6) or apf (every server split by "
-                         "weight; may be infeasible with a scarce external resource)")])
-def solve(inst: Instance, session: Session, form: str = "auto", si: str = "tsfer") -> Solution:
+                         "weight; may be infeasible with a scarce external resource)"),
+                   CANONICAL])
+def solve(inst: Instance, session: Session, form: str = "auto", si: str = "tsfer",
+          canonical: bool = True) -> Solution:
     ran = _form(inst, form)
     m = build(inst, ran, si)
     problem = ran = "milp" if hasattr(m, "z") else "lp"  # milp without finite limits is the LP
     options = MILP_OPTIONS if problem == "milp" and "highs" in session.solver_for(problem).name \
         else None
     out = session.run(session.open(m, problem, options))
+    status, message = out.status, "" if out.ok else out.message
+    can = None
+    if out.ok and canonical:
+        can = session.canonical(m, allocation_scale(m.chi, inst), out.objective)
+        if not can.ok:  # the LP's vertex stands: optimal, but not the canonical one
+            message = f"canonical tie-break failed ({can.status.value}: {can.message}); solver's vertex"
     x = allocation(m.chi, inst) if out.has_point else np.zeros((inst.n_users, inst.n_servers))
-    message = "" if out.ok else out.message
     if out.status is Status.INFEASIBLE and ran == "lp" and inst.has_task_limits:
         message = ("the paper's CRU LP is infeasible with these task limits (a user at its limit "
                    "envies nobody, which the LP's EF rows ignore); form=milp (the default 'auto') "
@@ -138,9 +152,11 @@ def solve(inst: Instance, session: Session, form: str = "auto", si: str = "tsfer
     U = inst.users
     details = {"form": ran, "objective": out.objective, "eta": dict(zip(U, inst.eta)),
                "si": si, "si_threshold": dict(zip(U, si_threshold(inst, si))),
-               "envy_rows": len(m.envy_free)}
+               "envy_rows": len(m.envy_free),
+               "canonical": None if can is None else {
+                   "rule": RULE, "status": can.status.value, "seconds": can.solve_seconds}}
     if hasattr(m, "z") and out.has_point:
         details["reached_limit"] = [u for u in m.z if (m.z[u].value or 0) > 0.5]
     if out.kkt is not None:
         details["kkt"] = out.kkt
-    return Solution(x, out.status, message, details=details)
+    return Solution(x, status, message, details=details)

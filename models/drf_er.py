@@ -29,7 +29,7 @@ import pyomo.environ as pyo
 from fairalloc.instance import Instance
 from fairalloc.models import tsf_er
 from fairalloc.models.maxmin import leximin_model
-from fairalloc.registry import Param, Solution, choice, mechanism
+from fairalloc.registry import CANONICAL, Param, Solution, choice, mechanism
 from fairalloc.solvers import Session
 
 
@@ -38,7 +38,7 @@ def dominant_share_coeff(inst: Instance) -> np.ndarray:
     return inst.dominant_coeff / inst.weight
 
 
-def build(inst: Instance, variant: str = "leximin") -> pyo.ConcreteModel:
+def build(inst: Instance, variant: str = "leximin", **_: object) -> pyo.ConcreteModel:
     """The first LP of the loop on dominant shares."""
     inst.require_demands("drf-er")
     coeff = dominant_share_coeff(inst)
@@ -50,11 +50,12 @@ def build(inst: Instance, variant: str = "leximin") -> pyo.ConcreteModel:
 @mechanism("drf-er", problem="lp", build=build, reference="[TSFER] §3.3 (DRF-ER of its ref. [37])",
            summary="TSF-ER's loop on global dominant shares κX/φ (the external split is free)",
            params=[Param("variant", choice(*tsf_er.VARIANTS), "leximin",
-                         "leximin: lexicographic max-min (= drfh); paper: Algorithm 1's loop")])
-def solve(inst: Instance, session: Session, variant: str = "leximin") -> Solution:
+                         "leximin: lexicographic max-min (= drfh); paper: Algorithm 1's loop"),
+                   CANONICAL])
+def solve(inst: Instance, session: Session, variant: str = "leximin", canonical: bool = True) -> Solution:
     inst.require_demands("drf-er")
     coeff = dominant_share_coeff(inst)
-    out = tsf_er.run(inst, session, coeff, variant, label="DRF-ER")
+    out = tsf_er.run(inst, session, coeff, variant, label="DRF-ER", canonical=canonical)
     U = inst.users
     return Solution(out.x, out.status, out.message, details={
         "dominant_resource": dict(zip(U, inst.dominant_resource)),

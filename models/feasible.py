@@ -31,16 +31,18 @@ Components of the block ``chi`` (indices are the instance's names, so ``m.pprint
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
 import pyomo.environ as pyo
+from pyomo.common.collections import ComponentMap
 from pyomo.common.gc_manager import PauseGC
 
 from fairalloc.instance import Instance
 from fairalloc.solvers.linear import VarFamily, array_sum
 
-__all__ = ["allocation", "feasible_set", "pair_index"]
+__all__ = ["allocation", "allocation_scale", "feasible_set", "name_hash", "pair_index"]
 
 
 def pair_index(inst: Instance, servers: Sequence[int] | None = None) -> np.ndarray:
@@ -137,6 +139,25 @@ def allocation(chi: pyo.Block, inst: Instance, values: np.ndarray | None = None)
     if len(chi.pairs):
         x[chi.pairs[:, 0], chi.pairs[:, 1]] = np.maximum(values, 0.0)
     return x
+
+
+def name_hash(user: str, server: str) -> float:
+    """A number in ``[1, 2)`` fixed by the two names alone (BLAKE2b): the canonical tie-break's weight
+    of the pair, the same wherever the user and the server sit in the file."""
+    digest = hashlib.blake2b(f"{user}\x00{server}".encode(), digest_size=8).digest()
+    return 1.0 + int.from_bytes(digest, "big") / 2.0**64
+
+
+def allocation_scale(chi: pyo.Block, inst: Instance) -> ComponentMap:
+    """``{x[n,i]: (η_n, h[n,i])}`` (a Pyomo ``ComponentMap``): each allocation variable with its user's
+    own scale and the pair's hashed weight, for the canonical tie-break
+    (:mod:`fairalloc.solvers.canonical`), which maximises ``Σ h[n,i]·x[n,i]/η_n`` on the face of optima."""
+    eta = np.asarray(inst.eta, float)
+    out = ComponentMap()
+    for v, (n, i) in zip(chi.family.variables, chi.pairs.tolist()):
+        if eta[n] > 0:
+            out[v] = (float(eta[n]), name_hash(inst.users[n], inst.servers[i]))
+    return out
 
 
 def uniform_split(inst: Instance) -> np.ndarray:

@@ -38,6 +38,7 @@ import pyomo.environ as pyo
 from fairalloc.instance import Instance
 from fairalloc.models.feasible import feasible_set
 from fairalloc.solvers import Session
+from fairalloc.solvers.canonical import RULE
 from fairalloc.status import Status, worst
 
 __all__ = ["MaxMinOutcome", "add_maxmin", "leximin_model", "progressive_filling"]
@@ -83,6 +84,7 @@ class MaxMinOutcome:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
     handle: Any = None  # the solver handle, for a caller that re-solves the same model later
+    canonical: dict[str, Any] | None = None  # the canonical tie-break, when one ran
 
     @property
     def lps(self) -> int:
@@ -113,9 +115,17 @@ def _shares(handle: Any, blk: pyo.Block, share: Any, users: list[Any], t: float)
 
 def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name: str = "maxmin",
                         dual_tol: float = 1e-9, tol: float = 1e-9, handle: Any = None,
-                        resolve: str = "primal") -> MaxMinOutcome:
+                        resolve: str = "primal", canonical: Any = None) -> MaxMinOutcome:
     """Run progressive filling on the block added by :func:`add_maxmin`; the final allocation is
     left in the model's variables.
+
+    ``canonical`` (a map ``{x[n,i]: η_n}``, :func:`~fairalloc.models.feasible.allocation_scale`)
+    replaces the last LP's vertex by the canonical point of the leximin face: every user held at its
+    level by its ``floor`` row (exactly at the level; at the rounds' floors, a relative ``tol`` below,
+    if the solver's levels are inconsistent by its tolerance), the vertex of what is left maximising
+    ``Σ h[n,i]·x[n,i]/η_n`` with ``h`` a hash of the names (:mod:`fairalloc.solvers.canonical`) — the
+    totals are the leximin's, the split across servers no longer depends on the solver or the order
+    of the input.
 
     ``handle`` re-uses a solver handle opened on ``m`` by an earlier call (a model re-solved with new
     data, e.g. PS-DSF's per-server best responses); the caller resets the ``level``/``floor`` rows and
@@ -149,7 +159,7 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
             # Lower every floor by the solver tolerance once and re-solve (never hides a real
             # infeasibility: the first round has no floors, and χ itself is feasible at x = 0)
             for n in levels:
-                blk.floor_level[n] = pyo.value(blk.floor_level[n]) - 1e-7 * max(1.0, abs(levels[n]))
+                blk.floor_level[n] = pyo.value(blk.floor_level[n]) - 1e-7 * abs(levels[n])
             handle.update(variables=False)
             log.info("progressive filling round %d: floors inconsistent by solver tolerance; "
                      "relaxed by 1e-7 and re-solved", len(rounds) + 1)
@@ -177,7 +187,7 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
                 return MaxMinOutcome(Status.ERROR, levels, rounds,
                                      f"round {len(rounds) + 1}: no blocked user found at t = {t}",
                                      handle)
-        margin = tol * max(1.0, abs(t))
+        margin = tol * abs(t)  # relative: a level of 1e-4 tasks keeps 1e-9 of itself
         # after probe LPs the solver's activities (and t) belong to the last probe, not this round
         held = (_shares(handle, blk, share, blocked, t) if how == "duals"
                 else [float(pyo.value(share[n])) for n in blocked])
@@ -193,6 +203,24 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
                  len(rounds), t, names(blocked), how, len(active))
         if active:
             handle.update(variables=False)
+    if canonical is not None:
+        # on the leximin face every user sits exactly at its level (the rounds held them a hair
+        # below, to keep each LP's start feasible); fall back to those floors if the solver's levels
+        # are inconsistent by its tolerance
+        held = {n: pyo.value(blk.floor_level[n]) for n in levels}
+        for n, lv in levels.items():
+            blk.floor_level[n] = lv
+        can = session.canonical(m, canonical)
+        if can.status is Status.INFEASIBLE:
+            for n, lv in held.items():
+                blk.floor_level[n] = lv
+            can = session.canonical(m, canonical)
+        info = {"rule": RULE + ", every user at its level", "status": can.status.value,
+                "seconds": can.solve_seconds}
+        # when the tie-break fails the last LP's vertex stands: optimal, but not the canonical split
+        msg = "" if can.ok else (f"canonical tie-break failed ({can.status.value}: {can.message}); "
+                                 "solver's vertex")
+        return MaxMinOutcome(status, levels, rounds, msg, handle=handle, canonical=info)
     return MaxMinOutcome(status, levels, rounds, handle=handle)
 
 

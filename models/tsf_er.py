@@ -53,9 +53,9 @@ import numpy as np
 import pyomo.environ as pyo
 
 from fairalloc.instance import Instance
-from fairalloc.models.feasible import allocation, feasible_set
+from fairalloc.models.feasible import allocation, allocation_scale, feasible_set
 from fairalloc.models.maxmin import leximin_model, names, progressive_filling
-from fairalloc.registry import Param, Solution, choice, mechanism
+from fairalloc.registry import CANONICAL, Param, Solution, choice, mechanism
 from fairalloc.solvers import Session
 from fairalloc.status import Status, worst
 
@@ -97,7 +97,7 @@ def build_lp_taskshare(inst: Instance, coeff: np.ndarray, name: str = "tsf-er") 
     return m
 
 
-def build(inst: Instance, variant: str = "leximin") -> pyo.ConcreteModel:
+def build(inst: Instance, variant: str = "leximin", **_: object) -> pyo.ConcreteModel:
     """The first LP: (8a)–(8f) for ``variant="paper"``, the first progressive-filling LP otherwise."""
     coeff = task_share_coeff(inst)
     if variant == "paper":
@@ -115,6 +115,7 @@ class LoopOutcome:
     message: str = ""
     iterations: list[dict[str, Any]] = field(default_factory=list)
     lps: int = 0
+    canonical: dict[str, Any] | None = None
 
     def details(self, variant: str) -> dict[str, Any]:
         """The sets of the last iteration and the story of every iteration, for ``Solution.details``."""
@@ -123,15 +124,18 @@ class LoopOutcome:
                 "saturated": [n for it in self.iterations for n in it["newly_saturated"]],
                 "active": last.get("active", []) if variant == "paper" else [],
                 "blocked": [n for it in self.iterations for n in it.get("blocked", [])],
-                "iterations": self.iterations, "lps": self.lps}
+                "iterations": self.iterations, "lps": self.lps, "canonical": self.canonical}
 
 
 def run(inst: Instance, session: Session, coeff: np.ndarray, variant: str = "leximin",
-        label: str = "TSF-ER") -> LoopOutcome:
-    """Algorithm 1 (``paper``) or progressive filling (``leximin``) on ``share_n = coeff_n X_n``."""
+        label: str = "TSF-ER", canonical: bool = True) -> LoopOutcome:
+    """Algorithm 1 (``paper``) or progressive filling (``leximin``) on ``share_n = coeff_n X_n``;
+    ``canonical`` (``leximin`` only) picks the canonical split of the leximin totals across servers
+    (:func:`~fairalloc.models.maxmin.progressive_filling`). Algorithm 1 as printed returns its last
+    LP's vertex."""
     if variant == "paper":
         return _algorithm1(inst, session, coeff, label)
-    return _leximin(inst, session, coeff, label)
+    return _leximin(inst, session, coeff, label, canonical)
 
 
 def _reached(X: np.ndarray, T: np.ndarray) -> np.ndarray:
@@ -179,9 +183,11 @@ def _algorithm1(inst: Instance, session: Session, coeff: np.ndarray, label: str)
         handle.update(variables=not active)
 
 
-def _leximin(inst: Instance, session: Session, coeff: np.ndarray, label: str) -> LoopOutcome:
+def _leximin(inst: Instance, session: Session, coeff: np.ndarray, label: str,
+             canonical: bool = True) -> LoopOutcome:
     m = leximin_model(inst, coeff, label.lower(), doc="normalised share of user n")
-    mm = progressive_filling(m, session, m.share)
+    mm = progressive_filling(m, session, m.share,
+                             canonical=allocation_scale(m.chi, inst) if canonical else None)
     x = allocation(m.chi, inst)
     U = inst.users
     pos = {u: n for n, u in enumerate(U)}
@@ -189,7 +195,7 @@ def _leximin(inst: Instance, session: Session, coeff: np.ndarray, label: str) ->
     # hair below ℓ, so compare the level, not X, with the limit)
     level = np.array([mm.levels.get(u, np.inf) for u in U])
     reached = np.isfinite(inst.tasks) & (level >= coeff * inst.tasks * (1 - 1e-7))
-    out = LoopOutcome(x, mm.status, mm.message, lps=mm.lps)
+    out = LoopOutcome(x, mm.status, mm.message, lps=mm.lps, canonical=mm.canonical)
     done: list[str] = []
     saturated: list[str] = []
     for k, rd in enumerate(mm.rounds, 1):
@@ -213,10 +219,11 @@ def _leximin(inst: Instance, session: Session, coeff: np.ndarray, label: str) ->
            summary="max-min of task shares X/(φ·η) with saturated/active users (TSF-ER)",
            params=[Param("variant", choice(*VARIANTS), "leximin",
                          "leximin: exact lexicographic max-min (progressive filling); paper: "
-                         "Algorithm 1 as printed (users leave the active set only at T[n])")])
-def solve(inst: Instance, session: Session, variant: str = "leximin") -> Solution:
+                         "Algorithm 1 as printed (users leave the active set only at T[n])"),
+                   CANONICAL])
+def solve(inst: Instance, session: Session, variant: str = "leximin", canonical: bool = True) -> Solution:
     coeff = task_share_coeff(inst)
-    out = run(inst, session, coeff, variant)
+    out = run(inst, session, coeff, variant, canonical=canonical)
     U = inst.users
     share = out.x.sum(axis=1) * coeff
     return Solution(out.x, out.status, out.message, details={

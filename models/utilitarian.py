@@ -7,7 +7,13 @@ r"""Utilitarian and relative-utilitarian allocations ([TSFER] §3.1).
 
 ``η_n`` is the most tasks ``n`` could run alone ([TSFER] (6)); normalising by it makes the objective
 invariant to rescaling any user's utility. Both are single LPs over χ; their optima are usually not
-unique (HiGHS returns a vertex). Neither is envy-free or sharing-incentive ([TSFER] §3.1).
+unique (a solver returns a vertex). Neither is envy-free or sharing-incentive ([TSFER] §3.1).
+
+**Canonical optimum** (default; ``-p canonical=false`` returns the solver's vertex): among the
+optimal allocations (``x ∈ χ`` with the objective within ``10⁻¹²`` of its optimum, relative), the
+vertex maximising ``Σ_{n,i} h_{n,i} x_{n,i}/η_n`` with ``h`` a fixed hash of the user's and the
+server's names — one more LP (:mod:`fairalloc.solvers.canonical`). It does not depend on the solver,
+its algorithm or the order of users and servers in the file.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ import numpy as np
 import pyomo.environ as pyo
 
 from fairalloc.instance import Instance
-from fairalloc.models.feasible import allocation, feasible_set
-from fairalloc.registry import Solution, mechanism
+from fairalloc.models.feasible import allocation, allocation_scale, feasible_set
+from fairalloc.registry import CANONICAL, Solution, mechanism
 from fairalloc.solvers import Session
+from fairalloc.solvers.canonical import RULE
 
 
 def build(inst: Instance, relative: bool = False) -> pyo.ConcreteModel:
@@ -30,21 +37,28 @@ def build(inst: Instance, relative: bool = False) -> pyo.ConcreteModel:
     return m
 
 
-def _solve(inst: Instance, session: Session, relative: bool) -> Solution:
+def _solve(inst: Instance, session: Session, relative: bool, canonical: bool) -> Solution:
     m = build(inst, relative)
     out = session.solve(m, "lp")
+    status, message = out.status, "" if out.ok else out.message
+    details = {"objective": out.objective, "eta": dict(zip(inst.users, inst.eta))}
+    if out.ok and canonical:
+        can = session.canonical(m, allocation_scale(m.chi, inst), out.objective)
+        details["canonical"] = {"rule": RULE, "status": can.status.value, "seconds": can.solve_seconds}
+        if not can.ok:  # the LP's vertex stands: optimal, but not the canonical one
+            message = f"canonical tie-break failed ({can.status.value}: {can.message}); solver's vertex"
     x = allocation(m.chi, inst) if out.has_point else np.zeros((inst.n_users, inst.n_servers))
-    return Solution(x, out.status, "" if out.ok else out.message,
-                    details={"objective": out.objective, "eta": dict(zip(inst.users, inst.eta))})
+    return Solution(x, status, message, details=details)
 
 
-@mechanism("utilitarian", problem="lp", needs_demands=False, reference="[TSFER] §3.1",
-           build=lambda inst: build(inst, False), summary="max Σ X[n] over χ (one LP)")
-def solve_utilitarian(inst: Instance, session: Session) -> Solution:
-    return _solve(inst, session, relative=False)
+@mechanism("utilitarian", problem="lp", needs_demands=False, reference="[TSFER] §3.1", params=[CANONICAL],
+           build=lambda inst, **p: build(inst, False), summary="max Σ X[n] over χ (one LP)")
+def solve_utilitarian(inst: Instance, session: Session, canonical: bool = True) -> Solution:
+    return _solve(inst, session, relative=False, canonical=canonical)
 
 
 @mechanism("relative-utilitarian", problem="lp", needs_demands=False, reference="[TSFER] §3.1",
-           build=lambda inst: build(inst, True), summary="max Σ X[n]/η[n] over χ (one LP)")
-def solve_relative(inst: Instance, session: Session) -> Solution:
-    return _solve(inst, session, relative=True)
+           params=[CANONICAL], build=lambda inst, **p: build(inst, True),
+           summary="max Σ X[n]/η[n] over χ (one LP)")
+def solve_relative(inst: Instance, session: Session, canonical: bool = True) -> Solution:
+    return _solve(inst, session, relative=True, canonical=canonical)

@@ -254,6 +254,23 @@ class Session:
         self.outcomes.append(out)
         return out
 
+    def canonical(self, model: Any, scale: Any, objective_value: float | None = None) -> SolveOutcome:
+        """The canonical point of the face of optima (:mod:`fairalloc.solvers.canonical`), within
+        the remaining time; counted as one more solve (the solver's name is unchanged)."""
+        from fairalloc.solvers.canonical import canonical_point
+
+        rem = self.remaining()
+        if rem is not None and rem <= 0:
+            return SolveOutcome(status=Status.TIME_LIMIT, solver="highs-tiebreak",
+                                message="time limit reached before the canonical tie-break")
+        out = canonical_point(model, scale, objective_value, rem)
+        self.stats.solves += 1
+        self.stats.iterations += out.iterations
+        self.stats.build_seconds += out.build_seconds
+        self.stats.solve_seconds += out.solve_seconds
+        self.outcomes.append(out)
+        return out
+
     def solve(self, model: Any, problem: str = "lp", options: dict[str, Any] | None = None
               ) -> SolveOutcome:
         """One-shot: open a handle and run it once."""

@@ -1,0 +1,150 @@
+r"""One answer per input: the canonical point of a face of optimal solutions.
+
+An LP's optimum is often a whole face (utilitarian and CRU allocations; the split of each user's tasks
+across servers once progressive filling has fixed every user's total). Which vertex a solver returns
+depends on its algorithm, version and the order of the rows — so results would too. The canonical
+rule picks one point of the face, independently of all three:
+
+.. math::
+
+    x^{\mathrm{can}} = \arg\max_{x \in F} \ \sum_{n,i} h_{n,i}\,\frac{x_{n,i}}{s_n},
+    \qquad h_{n,i} = 1 + \mathrm{hash}(\text{user name}, \text{server name}) \in [1, 2),
+
+the vertex of the face ``F`` that maximises a fixed, generic weighting of the allocation measured in
+each user's own scale ``s_n`` (the mechanisms use ``η_n``, the most tasks ``n`` could run alone, so
+the rule does not depend on units). ``h`` comes from a cryptographic hash (BLAKE2b) of the two
+*names*, so it does not depend on where a user or server sits in the file; with weights in general
+position the maximiser is a single vertex. ``F`` is given by the model as it stands — for a
+single-objective LP plus the row ``objective ≥ z* − ε|z*|`` (``≤ z* + ε|z*|`` when minimising;
+``ε = 10⁻¹²``, widened to ``10⁻⁹`` and ``10⁻⁷`` if the solver's ``z*`` makes that row infeasible,
+:data:`FACE_SLACKS`); for progressive filling every user held at its level by its floor row. The
+tie-break LP is scaled (columns by ``s_n``, rows by their largest coefficient) and solved by HiGHS in
+a fresh ``Highs`` (dual simplex; interior point with crossover from 20 000 columns), whatever route
+solved the mechanism, so every route ends at the same vertex. Integer variables (CRU's exact MILP)
+are fixed at their values first.
+
+A least-squares point (``argmin Σ (x/s)²``, one convex QP) was the first choice; HiGHS's active-set
+QP solver took 85 s and then failed at 1024 users × 128 servers, and cycled on a 6-column CRU face,
+so the rule is one more LP instead (measured in ``docs/canonical.md``).
+
+:func:`canonical_point` leaves the point in the model's variables and returns a
+:class:`~fairalloc.solvers.outcome.SolveOutcome`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from fairalloc.solvers.compile import compile_linear
+from fairalloc.solvers.highs import _STATUS, IPM_ABOVE, _inf, new_highs
+from fairalloc.solvers.linear import load_values
+from fairalloc.solvers.outcome import SolveOutcome
+from fairalloc.solvers.quiet import c_output_off_stdout
+from fairalloc.status import Status
+
+__all__ = ["FACE_REL", "FACE_SLACKS", "RULE", "canonical_point"]
+
+RULE = "vertex of the optimal face maximising Σ h·x/η (h: hash of the user and server names)"
+
+log = logging.getLogger(__name__)
+
+# the optimal face: the objective within this fraction of |z*| of the optimum, widened in turn when
+# the LP's optimum (known to the solver's tolerance) makes the face row infeasible
+FACE_SLACKS = (1e-12, 1e-9, 1e-7)
+FACE_REL = FACE_SLACKS[0]
+
+
+def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
+                    objective_value: float | None = None, time_limit: float | None = None) -> SolveOutcome:
+    """The canonical vertex of the face of ``model`` (see the module docstring).
+
+    ``scale`` maps the variables that enter the tie-break (the allocation ``x[n,i]``) to
+    ``(s_n, h_{n,i})`` (:func:`~fairalloc.models.feasible.allocation_scale`); other variables are free
+    to move within the face. ``objective_value`` (the LP's optimum ``z*``)
+    adds the face row on the model's active objective; ``None`` when the model's rows already pin
+    the face (progressive filling's floors).
+    """
+    t0 = time.perf_counter()
+    form = compile_linear(model)
+    n_col = form.A.shape[1]
+    col_lb, col_ub = form.col_lb.copy(), form.col_ub.copy()
+    if form.integer.any():  # an exact MILP: keep its integer decisions, tie-break the rest
+        vals = np.array([v.value if v.value is not None else 0.0 for v in form.variables])
+        fixed = np.round(vals[form.integer])
+        col_lb[form.integer] = col_ub[form.integer] = fixed
+    weights = np.zeros(n_col)  # 1/s_n on the allocation's columns, 0 elsewhere
+    hashed = np.zeros(n_col)
+    for j, v in enumerate(form.variables):
+        sh = scale.get(v)
+        if sh is not None and sh[0] > 0:
+            weights[j], hashed[j] = 1.0 / sh[0], sh[1]
+    out = None
+    for rel in FACE_SLACKS if objective_value is not None else (None,):
+        out = _solve_tiebreak(form, weights, hashed, col_lb, col_ub, objective_value, rel, time_limit, t0)
+        if out.status is not Status.INFEASIBLE:
+            break
+        log.info("canonical point: face with slack %g infeasible (the LP's optimum is known to the "
+                 "solver's tolerance); widening", rel)
+    assert out is not None
+    return out
+
+
+def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: np.ndarray,
+                    col_ub: np.ndarray, objective_value: float | None, rel: float | None,
+                    time_limit: float | None, t0: float) -> SolveOutcome:
+    n_col = form.A.shape[1]
+    A, row_lb, row_ub = form.A, form.row_lb, form.row_ub
+    if objective_value is not None and rel is not None:
+        z = float(objective_value) - form.c0
+        slack = rel * max(abs(float(objective_value)), 1e-300)
+        lo, up = (z - slack, np.inf) if form.sense == -1 else (-np.inf, z + slack)
+        A = sp.vstack([A, sp.csr_array(form.c.reshape(1, -1))], format="csr")
+        row_lb, row_ub = np.append(row_lb, lo), np.append(row_ub, up)
+    # in y = x·w (x/η for the allocation), every row divided by its largest coefficient: the LP HiGHS
+    # sees does not depend on the units of any resource
+    col_s = np.where(weights > 0, 1.0 / np.where(weights > 0, weights, 1.0), 1.0)
+    A = (A @ sp.diags(col_s)).tocsr()
+    row_max = np.abs(A).max(axis=1).toarray().ravel() if A.shape[0] else np.zeros(0)
+    row_s = 1.0 / np.where(row_max > 0, row_max, 1.0)
+    A = (sp.diags(row_s) @ A).tocsr()
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n_col, A.shape[0]
+    lp.col_cost_ = hashed
+    lp.sense_ = highspy.ObjSense.kMaximize
+    lp.col_lower_, lp.col_upper_ = _inf(col_lb / col_s), _inf(col_ub / col_s)
+    lp.row_lower_, lp.row_upper_ = _inf(row_lb * row_s), _inf(row_ub * row_s)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A.data
+    h = new_highs()
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
+    # as the bridge does: dual simplex for small LPs, interior point + crossover (a vertex) above
+    h.setOptionValue("solver", "ipm" if n_col >= IPM_ABOVE else "simplex")
+    h.passModel(lp)
+    build_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    with c_output_off_stdout():
+        h.run()
+    solve_s = time.perf_counter() - t1
+    ms = h.getModelStatus()
+    status = _STATUS.get(ms, Status.ERROR)
+    info = h.getInfo()
+    iters = max(0, info.simplex_iteration_count) + max(0, info.ipm_iteration_count) + max(
+        0, info.crossover_iteration_count)
+    if status is Status.OPTIMAL:
+        load_values(form.variables, np.asarray(h.getSolution().col_value) * col_s)
+    log.info("canonical point: %s in %.3f s (%d columns, %d simplex iterations)", h.modelStatusToString(ms),
+             solve_s, n_col, iters)
+    return SolveOutcome(status=status, solver="highs-tiebreak", iterations=iters,
+                        objective=float(info.objective_function_value) if status is Status.OPTIMAL
+                        else None, build_seconds=build_s, solve_seconds=solve_s,
+                        message=h.modelStatusToString(ms))
