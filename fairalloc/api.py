@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from pyomo.common.gc_manager import PauseGC
 
 from fairalloc.errors import ParameterError
@@ -33,6 +34,13 @@ log = logging.getLogger(__name__)
 
 def as_instance(instance: Instance | str | os.PathLike[str]) -> Instance:
     return instance if isinstance(instance, Instance) else load_instance(instance)
+
+
+def _user_scale(inst: Instance, sol: Any) -> np.ndarray | None:
+    """η per user when the allocation is on the instance's servers (else each row's largest entry)."""
+    if sol.allocation.shape != (inst.n_users, inst.n_servers):
+        return None
+    return np.maximum(np.asarray(inst.eta, float), np.abs(sol.allocation).max(axis=1, initial=0.0))
 
 
 def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver: str | None = None,
@@ -101,7 +109,8 @@ def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver
     st = session.stats
     result = Result(
         instance=inst.name, mechanism=mech.name, status=sol.status, users=inst.users,
-        servers=sol.servers or inst.servers, allocation=snap_zeros(sol.allocation, sol.zero_tol),
+        servers=sol.servers or inst.servers, allocation=snap_zeros(sol.allocation, sol.zero_tol,
+                                                                           _user_scale(inst, sol)),
         message=sol.message, parameters=values,
         solver={"name": st.solver or "none", "solves": st.solves, "iterations": st.iterations,
                 "seconds": round(st.solve_seconds, 6), "max_kkt_residual": st.max_kkt,

@@ -294,8 +294,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # fd 1 carries only the document; what solvers print from C goes to stderr (-v) or nowhere
         with document_stdout():
             return int(args.func(args))
-    except FairallocError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except FairallocError as exc:  # one line, never a megabyte of echoed input
+        text = " ".join(str(exc).split())
+        print(f"error: {text if len(text) <= 500 else text[:499] + '…'}", file=sys.stderr)
         return EXIT_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

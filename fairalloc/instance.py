@@ -33,6 +33,12 @@ from fairalloc.errors import InstanceError
 __all__ = ["Instance"]
 
 
+# the range of numbers an instance may hold (any unit; see docs/instance-format.md, "Magnitudes")
+MIN_VALUE = 1e-30
+MAX_VALUE = 1e30
+MAX_WEIGHT_RATIO = 1e12
+
+
 def _frozen(a: Any, dtype: Any = float, ndim: int | None = None, what: str = "array") -> np.ndarray:
     arr = np.array(a, dtype=dtype, copy=True)
     if ndim is not None and arr.ndim != ndim:
@@ -172,11 +178,41 @@ class Instance:
                 raise InstanceError(f"users[{self.users[n]}].demand: demands no server resource "
                                     f"(only {', '.join(self.external)}); every task must use a "
                                     "server resource")
+        self._check_magnitudes()
         for n in np.flatnonzero(~self.runnable.any(axis=1)):
             elig = [s for s, ok in zip(self.servers, self.eligible[n]) if ok]
             raise InstanceError(f"users[{self.users[n]}]: eligible for no server it can run on "
                                 f"(eligible: {elig or 'none'}; each lacks a resource it demands"
                                 f"{'' if self.rates is None else ' or has rate 0'})")
+
+    def _check_magnitudes(self) -> None:
+        """Every positive number within ``[MIN_VALUE, MAX_VALUE]``, weights within ``MAX_WEIGHT_RATIO`` of
+        each other, and ``γ[n,i]`` (tasks of ``n`` on a whole server) finite: beyond that double
+        precision cannot hold the answer (a capacity of 1e308 over a demand of 1e-4 overflows)."""
+        def check(arr: np.ndarray, where: Any) -> None:
+            a = np.asarray(arr, float)
+            out = (a > 0) & ((a < MIN_VALUE) | (a > MAX_VALUE))
+            for idx in np.argwhere(out):
+                raise InstanceError(f"{where(*idx)} = {_fmt(a[tuple(idx)])}: outside the supported range "
+                                    f"[{MIN_VALUE:g}, {MAX_VALUE:g}] (rescale the unit)")
+
+        check(self.capacity, lambda i, r: f"servers[{self.servers[i]}].capacity.{self.resources[r]}")
+        check(self.demand, lambda n, r: f"users[{self.users[n]}].demand.{self.resources[r]}")
+        check(self.external_demand, lambda n, e: f"users[{self.users[n]}].demand.{self.external[e]}")
+        check(self.external_capacity, lambda e: f"external.{self.external[e]}.capacity")
+        check(self.weight, lambda n: f"users[{self.users[n]}].weight")
+        if self.rates is not None:
+            check(self.rates, lambda n, i: f"rates.{self.users[n]}.{self.servers[i]}")
+        if self.weight.size and self.weight.max() > MAX_WEIGHT_RATIO * self.weight.min():
+            n = int(np.argmin(self.weight))
+            raise InstanceError(f"users[{self.users[n]}].weight = {_fmt(self.weight[n])}: weights span more "
+                                f"than a factor {MAX_WEIGHT_RATIO:g}")
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            g = self._gamma(self.eligible)
+        for (n, i) in np.argwhere(~np.isfinite(g) | (g > MAX_VALUE)):
+            raise InstanceError(f"users[{self.users[n]}] on servers[{self.servers[i]}]: {_fmt(g[n, i])} "
+                                f"tasks fit on the server, beyond {MAX_VALUE:g} (rescale capacities or "
+                                "demands)")
 
     @classmethod
     def from_arrays(cls, *, capacity: Any = None, demand: Any = None,

@@ -84,29 +84,35 @@ def _number(value: Any, where: str, allow_inf: bool = False) -> float:
             else:
                 v = float(s)
         except (ValueError, ZeroDivisionError):
-            raise InstanceError(f"{where} = {value!r}: expected a number") from None
+            raise InstanceError(f"{where} = {_short(value)}: expected a number") from None
     else:
-        raise InstanceError(f"{where} = {value!r}: expected a number")
+        raise InstanceError(f"{where} = {_short(value)}: expected a number")
     if math.isinf(v) and not allow_inf:
-        raise InstanceError(f"{where} = {value!r}: must be finite")
+        raise InstanceError(f"{where} = {_short(value)}: must be finite")
     return v
 
 
 def _name(value: Any, where: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value) == "":
-        raise InstanceError(f"{where} = {value!r}: expected a non-empty name")
-    return str(value)
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
+        raise InstanceError(f"{where} = {_short(value)}: expected a non-empty name")
+    s = str(value)
+    if not s.isprintable():
+        raise InstanceError(f"{where} = {_short(value)}: a name may not contain line breaks or control "
+                            "characters")
+    if s != s.strip():
+        raise InstanceError(f"{where} = {_short(value)}: a name may not start or end with spaces")
+    return s
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise InstanceError(f"{where}: expected a mapping, got {type(value).__name__} {value!r}")
+        raise InstanceError(f"{where}: expected a mapping, got {type(value).__name__} {_short(value)}")
     return value
 
 
 def _list(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list):
-        raise InstanceError(f"{where}: expected a list, got {type(value).__name__} {value!r}")
+        raise InstanceError(f"{where}: expected a list, got {type(value).__name__} {_short(value)}")
     return value
 
 
@@ -254,6 +260,22 @@ def parse_instance(doc: Any, default_name: str = "instance") -> Instance:
 
 # ---------------------------------------------------------------------- CSV directory form
 def _read_csv(path: Path) -> pd.DataFrame:
+    import csv
+
+    try:
+        with open(path, newline="") as fh:
+            rows = [r for r in csv.reader(fh, skipinitialspace=True) if r]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InstanceError(f"{path.name}: cannot parse CSV ({str(exc).splitlines()[0]})") from None
+    if rows:
+        header = [c.strip() for c in rows[0]]
+        dup = sorted({c for c in header if header.count(c) > 1})
+        if dup:
+            raise InstanceError(f"{path.name}: column {_short(dup[0])} named twice in the header")
+        for k, r in enumerate(rows[1:], start=2):
+            if len(r) != len(header):
+                raise InstanceError(f"{path.name}: row {k} has {len(r)} fields, the header has "
+                                    f"{len(header)}")
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -343,6 +365,66 @@ def _csv_doc(folder: Path) -> dict[str, Any]:
     return doc
 
 
+# ---------------------------------------------------------------------- safe parsing
+MAX_DEPTH = 64  # an instance is at most ~5 levels deep; deeper is a mistake or an attack
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for JSON: a key given twice is an error (the last one would win)."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise InstanceError(f"duplicate key {_short(k)} in one object (the JSON gives it twice)")
+        out[k] = v
+    return out
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr`` cut to ``limit`` characters: error messages never echo a huge value whole."""
+    r = repr(value)
+    return r if len(r) <= limit else r[: limit - 1] + "…"
+
+
+def _load_yaml(text: str) -> Any:
+    """YAML with the C parser, checked before anything is built: no anchors or aliases (an alias
+    "bomb" expands to gigabytes), no key twice in a mapping, at most ``MAX_DEPTH`` levels, and no
+    YAML 1.1 sexagesimal numbers (``1:30`` would be read as 90)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        seen: set[int] = set()
+        stack: list[tuple[Any, int]] = [(node, 1)]
+        while stack:
+            nd, depth = stack.pop()
+            if id(nd) in seen:
+                raise InstanceError(f"line {nd.start_mark.line + 1}: YAML anchors and aliases (&, *) "
+                                    "are not accepted in instance files")
+            seen.add(id(nd))
+            if depth > MAX_DEPTH:
+                raise InstanceError(f"line {nd.start_mark.line + 1}: nested more than {MAX_DEPTH} levels")
+            if isinstance(nd, yaml.ScalarNode):
+                if nd.tag in _NUMBER_TAGS and ":" in nd.value:
+                    raise InstanceError(f"line {nd.start_mark.line + 1}: {_short(nd.value)} is a YAML 1.1 "
+                                        "sexagesimal number (read as base 60); quote it or write the value")
+            elif isinstance(nd, yaml.MappingNode):
+                keys: set[str] = set()
+                for k, v in nd.value:
+                    if isinstance(k, yaml.ScalarNode):
+                        if k.value in keys:
+                            raise InstanceError(f"line {k.start_mark.line + 1}: key {_short(k.value)} given "
+                                                "twice in one mapping")
+                        keys.add(k.value)
+                    stack += [(k, depth + 1), (v, depth + 1)]
+            elif isinstance(nd, yaml.SequenceNode):
+                stack += [(v, depth + 1) for v in nd.value]
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 # ---------------------------------------------------------------------- public readers/writers
 def load_instance(path: str | os.PathLike[str]) -> Instance:
     """Read and validate an instance from a ``.yaml``/``.yml``/``.json`` file or a CSV directory."""
@@ -358,15 +440,19 @@ def load_instance(path: str | os.PathLike[str]) -> Instance:
         raise InstanceError(f"{path}: cannot read ({exc})") from None
     try:
         if suffix == ".json":
-            doc = json.loads(text)
+            doc = json.loads(text, object_pairs_hook=_unique_pairs)
         elif suffix in {".yaml", ".yml"}:
-            doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # C: ~10x faster
+            doc = _load_yaml(text)
         else:
             raise InstanceError(f"{path}: unknown instance format {suffix!r} "
                                 "(expected .yaml, .yml, .json or a CSV directory)")
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         first = str(exc).replace("\n", " ")
         raise InstanceError(f"{path}: not valid {suffix[1:].upper()}: {first}") from None
+    except RecursionError:
+        raise InstanceError(f"{path}: nested too deeply to read") from None
+    except InstanceError as exc:  # from the checks above: say which file
+        raise InstanceError(f"{path}: {exc}") from None
     if doc is None:
         raise InstanceError(f"{path}: empty document")
     return parse_instance(doc, default_name=p.stem)

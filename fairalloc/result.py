@@ -29,12 +29,16 @@ class ResultError(FairallocError, ValueError):
     """A result file is malformed."""
 
 
-def snap_zeros(x: np.ndarray, rel_tol: float = 1e-9) -> np.ndarray:
-    """Set entries with ``|x| ≤ rel_tol·max(1, max|x|)`` to exactly zero (solver noise, not tasks)."""
+def snap_zeros(x: np.ndarray, rel_tol: float = 1e-9, scale: np.ndarray | None = None) -> np.ndarray:
+    """Set entries with ``|x[n,i]| ≤ rel_tol·scale[n]`` to exactly zero (solver noise, not tasks).
+
+    ``scale`` is each user's own scale (``η_n``, the most tasks it could run alone); without it, the
+    largest entry of the user's row. Relative per user: a user whose best is 5·10⁻⁷ tasks keeps them
+    next to one running 5000."""
     x = np.array(x, dtype=float, copy=True)
     if x.size:
-        tol = rel_tol * max(1.0, float(np.nanmax(np.abs(x))))
-        x[np.abs(x) <= tol] = 0.0
+        s = np.nanmax(np.abs(x), axis=1) if scale is None else np.asarray(scale, float)
+        x[np.abs(x) <= rel_tol * s[:, None]] = 0.0
     return x
 
 
