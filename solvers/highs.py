@@ -76,6 +76,9 @@ def new_highs() -> highspy.Highs:
     with c_output_off_stdout():
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
+        # HiGHS drops matrix entries below 1e-9 by default; a share coefficient κ = d/c is 1e-10 for a
+        # demand of 1e-4 on a capacity of 1e6 (the smallest value HiGHS accepts here is 1e-12)
+        h.setOptionValue("small_matrix_value", 1e-12)
     return h
 
 
