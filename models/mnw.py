@@ -261,6 +261,9 @@ def solve(inst: Instance, session: Session, form: str = "log") -> Solution:
     gap, x, last, how = best
     status, message = last.status, "" if last.ok else last.message
     feas = feasibility(inst, x, tol=FEAS_TOL)
+    if status.ok and not feas["holds"]:  # an uncertified point is at least feasible: shrink it
+        x = x * _feasible_factor(inst, x)
+        details["shrunk_to_feasible"] = feas["max_relative_violation"]
     if status.ok and not (abs(gap) <= GAP_TOL * scale and feas["holds"]):
         status = Status.CONVERGED
         message = (f"Eisenberg–Gale duality gap {gap:.3g} ({gap / scale:.3g} relative; certified at "
@@ -270,6 +273,15 @@ def solve(inst: Instance, session: Session, form: str = "log") -> Solution:
     details.update(objective=float(np.sum(inst.weight * np.log(np.maximum(x.sum(axis=1), 1e-300)))),
                    kkt=last.kkt, duality_gap=gap, relative_gap=gap / scale, point=how)
     return Solution(x, status, message, zero_tol=1e-9, details=details)
+
+
+def _feasible_factor(inst: Instance, x: np.ndarray) -> float:
+    """The largest ``f ≤ 1`` with ``f·x`` in χ (every row of χ is ``≤`` with a non-negative matrix)."""
+    M, b, _ = _price_columns(inst)
+    pairs = np.argwhere(inst.runnable)
+    used = M.T @ x[pairs[:, 0], pairs[:, 1]]
+    over = used > b
+    return float(min(1.0, np.min(b[over] / used[over]))) if over.any() else 1.0
 
 
 def _gap(inst: Instance, x: np.ndarray, m: pyo.ConcreteModel) -> float:

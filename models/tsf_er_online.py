@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from fairalloc.errors import InstanceError
 from fairalloc.instance import Instance
 from fairalloc.registry import Solution, mechanism
 from fairalloc.solvers import Session
@@ -315,17 +316,25 @@ class OnlineTSFER(ClusterState):
         return suspended
 
 
+MAX_QUEUED = 100_000  # whole tasks one Reallocation may queue (placed one by one: ~5 s)
+
+
 def one_reallocation(inst: Instance) -> np.ndarray:
     """One ``Reallocation`` on an empty cluster with ``⌊T[n]⌋`` tasks queued per user (``⌊η_n⌋ + 1`` if
     unlimited); returns the integral allocation ``x[n, i]``."""
+    counts = [int(np.floor(inst.eta[n] * (1 + 1e-9))) + 1 if not np.isfinite(inst.tasks[n])
+              else int(np.floor(inst.tasks[n] + 1e-9)) for n in range(inst.n_users)]
+    if sum(counts) > MAX_QUEUED:
+        n = int(np.argmax(counts))
+        raise InstanceError(f"users[{inst.users[n]}]: tsf-er-online places whole tasks one at a time and "
+                            f"would queue {sum(counts):.3g} of them (at most {MAX_QUEUED:g}); give task "
+                            "limits, or use tsf-er for the fractional allocation")
     sched = OnlineTSFER.from_instance(inst)
     next_id = 0
     for n, u in enumerate(inst.users):
         sched.add_user(u, inst.demand[n], inst.external_demand[n], inst.runnable[n],
                        eta=float(inst.eta[n]), weight=float(inst.weight[n]))
-        T = inst.tasks[n]
-        count = int(np.floor(inst.eta[n] * (1 + 1e-9))) + 1 if not np.isfinite(T) else int(
-            np.floor(T + 1e-9))
+        count = counts[n]
         sched.enqueue(u, range(next_id, next_id + count))
         next_id += count
     sched.reallocation()
