@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -54,3 +55,74 @@ def test_tsfer_heterogeneity_published_trends():
             assert tr[lab]["domination_rises"], lab
     ctrl = df[df.subject == "TSF-ER"]
     assert ctrl.min_si_sat.min() >= 1 - 1e-9 and ctrl.max_domination.max() <= 1 + 1e-6
+
+
+# ---------------------------------------------------------------- [APF] Fig. 1 (both versions), Figs. 2-3
+APF_FIG1 = {  # mechanism: X
+    "ps-dsf": [2, 6, 8, 8], "drfh": [3, 3, 8, 8], "tsf": [5 / 3, 5, 25 / 3, 25 / 3],
+}
+C3 = 16 ** (-1 / 3)  # α = 3 on s2: only the CPU row binds; stationarity gives x4/x3 = 16^(-1/3)
+APF_FIG1B = {
+    "ps-dsf": [2, 6, 32 / 3, 16 / 3], "drfh": [3, 3, 6.4, 6.4],
+    "tsf": [64 / 37, 192 / 37, 320 / 37, 256 / 37],
+    "apf-vds α=1": [2, 6, 96 / 7, 32 / 7],
+    "apf-vds α=3": [2, 6, 8 / (0.25 + C3), 8 * C3 / (0.25 + C3)],
+}
+
+
+def _solve(inst, label):
+    from fairalloc import solve
+
+    mech, _, alpha = label.partition(" α=")
+    return solve(inst, mech, **({"alpha": float(alpha)} if alpha else {}))
+
+
+@pytest.mark.parametrize("example, golden", [("apf-fig1", APF_FIG1), ("apf-fig1b", APF_FIG1B)])
+def test_apf_fig1_numbers(examples, example, golden):
+    """[APF] §2: the allocations the text gives for Fig. 1 and for d4 = [1, 0.5, 0] (Figs. 2-3)."""
+    from fairalloc import load_instance
+
+    inst = load_instance(examples / f"{example}.yaml")
+    for label, X in golden.items():
+        r = _solve(inst, label)
+        assert r.ok, (label, r.message)
+        assert r.tasks == pytest.approx(X, rel=1e-6), label
+        if label != "tsf" or example == "apf-fig1b":  # Fig. 1 TSF: u3/u4 split s1 freely (identical users)
+            assert r.x[:2, 1] == pytest.approx([0, 0], abs=1e-7)  # u1, u2 have no bandwidth on s2
+        if label.startswith(("ps-dsf", "apf-vds")):
+            assert r.x[2:, 0] == pytest.approx([0, 0], abs=1e-6), label  # s1 goes to u1-u2 for every α
+
+
+def test_apf_fig3_efficiency_fairness_tradeoff(examples):
+    """Fig. 3: on s2, α = 1 uses more of both resources than α = 3, which uses more than PS-DSF; as α
+    grows the two users' dominant shares (u3: RAM, u4: CPU) approach each other."""
+    from fairalloc import load_instance
+
+    inst = load_instance(examples / "apf-fig1b.yaml")
+    d = inst.demand[2:, :2]
+    used, gap = [], []
+    for label in ("apf-vds α=1", "apf-vds α=3", "ps-dsf"):
+        x2 = _solve(inst, label).x[2:, 1]
+        used.append((x2 @ d) / np.array([8.0, 16.0]))
+        gap.append(abs(x2[0] * 1 / 16 - x2[1] * 1 / 8))
+    assert np.all(used[0] >= used[1] - 1e-9) and np.all(used[1] >= used[2] - 1e-9)
+    assert used[0] == pytest.approx([1, 1]) and gap[0] > gap[1] > gap[2] and gap[2] < 1e-7
+
+
+@pytest.mark.parametrize("c1, c2, bw, c4", [(1.6, 1, 6.25, 0.5), (0.1, 0.1, 3.75, 0.01)])
+def test_apf_fig1_free_demands_do_not_matter(examples, c1, c2, bw, c4):
+    """The demands the text leaves open (CPU and bandwidth of u1-u2, u4's CPU in Fig. 1) do not change
+    any of the text's allocations within their bounds."""
+    from fairalloc import load_instance
+
+    for example, golden in (("apf-fig1", APF_FIG1), ("apf-fig1b", APF_FIG1B)):
+        inst = load_instance(examples / f"{example}.yaml")
+        dem = inst.demand.copy()
+        dem[0, [0, 2]] = c1, bw
+        dem[1, [0, 2]] = c2, bw
+        if example == "apf-fig1":
+            dem[3, 0] = c4
+        inst = type(inst).from_arrays(capacity=inst.capacity, demand=dem, users=inst.users,
+                                      servers=inst.servers, resources=inst.resources, name=example)
+        for label in ("ps-dsf", "drfh", "tsf"):
+            assert _solve(inst, label).tasks == pytest.approx(golden[label], rel=1e-6), (example, label)
