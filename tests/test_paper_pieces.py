@@ -126,3 +126,21 @@ def test_apf_fig1_free_demands_do_not_matter(examples, c1, c2, bw, c4):
                                       servers=inst.servers, resources=inst.resources, name=example)
         for label in ("ps-dsf", "drfh", "tsf"):
             assert _solve(inst, label).tasks == pytest.approx(golden[label], rel=1e-6), (example, label)
+
+
+# ---------------------------------------------------------------- [PSDSF] §IV Example 1 (Fig. 4)
+@pytest.mark.parametrize("label, kw", [("ps-dsf", {}), ("ps-dsf", {"algorithm": "paper"}),
+                                       ("ps-dsf", {"algorithm": "distributed"}), ("apf-vds", {"alpha": 1})])
+def test_psdsf_fig4_wireless_channels(examples, label, kw):
+    """Channel 1 to u1, channel 3 to u2, channel 2 halved: 1.5 and 1 Mb/s, with the PS-DSF certificate;
+    αPF-VDS gives the same on this time-shared instance ([APF] Thm 5)."""
+    from fairalloc import load_instance, solve
+    from fairalloc.verify.psdsf import psdsf_certificate
+
+    inst = load_instance(examples / "psdsf-fig4.yaml")
+    r = solve(inst, label, **kw)
+    assert r.ok, r.message
+    assert r.tasks == pytest.approx([1.5, 1.0], rel=1e-7)
+    time_share = r.x / np.where(inst.gamma > 0, inst.gamma, 1.0)
+    assert time_share == pytest.approx(np.array([[1, 0.5, 0], [0, 0.5, 1]]), abs=1e-7)
+    assert psdsf_certificate(inst, r.x)["holds"]
