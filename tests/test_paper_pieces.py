@@ -144,3 +144,26 @@ def test_psdsf_fig4_wireless_channels(examples, label, kw):
     time_share = r.x / np.where(inst.gamma > 0, inst.gamma, 1.0)
     assert time_share == pytest.approx(np.array([[1, 0.5, 0], [0, 0.5, 1]]), abs=1e-7)
     assert psdsf_certificate(inst, r.x)["holds"]
+
+
+# ---------------------------------------------------------------- [TSFER] Thms 3-4 for a random split
+@pytest.mark.parametrize("mech, si, dom", [("drf-alpha", 0.7872642620, 1.5935593076),
+                                           ("tsf-alpha", 0.7463778383, 1.5660655457)])
+def test_tsfer_random_split_violates_si_and_po(mech, si, dom):
+    """Random split 0 (≈ 0.365, 0.078, 0.557): environment 0 is not SI, environment 1 not PO; EF holds."""
+    mod = _bench("tsfer_alpha_splits")
+    r = mod.search(mech, mod.random_split(0), 2)
+    assert (r["si_violated_at"], r["po_violated_at"]) == (0, 1)
+    assert r["min_si_sat"] == pytest.approx(si, rel=1e-6)
+    assert r["max_domination"] == pytest.approx(dom, rel=1e-6)
+    assert r["min_ef_sat"] >= 1 - 1e-6
+
+
+# ---------------------------------------------------------------- [APF] Lemma 2 / Thm 7
+@pytest.mark.parametrize("seed, alpha, premise", [(1, 2.0, True), (0, 1.0, False)])
+def test_apf_totals_unique_for_positive_B(seed, alpha, premise):
+    """NCP, best-response sweeps and the sweeps on the reversed instance give the same totals (B = 0.5),
+    on an instance where Thm 7's premise holds and on one where it does not."""
+    r = _bench("apf_uniqueness").check(seed, alpha, with_psmfa=False)
+    assert r["ncp_status"] == "optimal" and r["routes"] == 3
+    assert r["max_rel_diff"] <= 1e-6 and r["thm7_premise"] is premise
