@@ -160,7 +160,7 @@ def test_tsfer_random_split_violates_si_and_po(mech, si, dom):
 
 
 # ---------------------------------------------------------------- [APF] Lemma 2 / Thm 7
-@pytest.mark.parametrize("seed, alpha, premise", [(1, 2.0, True), (0, 1.0, False)])
+@pytest.mark.parametrize("seed, alpha, premise", [(1, 2.0, True), (0, 2.0, False)])
 def test_apf_totals_unique_for_positive_B(seed, alpha, premise):
     """NCP, best-response sweeps and the sweeps on the reversed instance give the same totals (B = 0.5),
     on an instance where Thm 7's premise holds and on one where it does not."""
