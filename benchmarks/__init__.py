@@ -1,4 +1,4 @@
-"""fairalloc's benchmarks: paper reproductions (SPEC §5) and solver/formulation benchmarks.
+"""fairalloc's benchmarks: paper reproductions (docs/benchmarks/papers.md) and solver/formulation benchmarks.
 
 Every module here that defines ``NAME``, ``DESCRIPTION`` and ``run(out, quick=False)`` is a benchmark.
 ``run`` writes ``<NAME>.csv``, ``<NAME>.png`` and ``<NAME>.md`` (a summary the docs include) into the

@@ -1,6 +1,7 @@
 r"""The same LPs written the way a user would in cvxpy (what they would use instead of fairalloc).
 
-One ``(N, K)`` variable, the constraints of χ (SPEC §1) as matrix expressions, progressive filling
+One ``(N, K)`` variable, the constraints of χ (docs/instance-format.md#the-model) as matrix expressions,
+progressive filling
 as a Python loop that rebuilds the problem each round and reads the duals of the level constraints:
 
 .. code-block:: python

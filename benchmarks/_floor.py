@@ -1,6 +1,7 @@
 r"""The floor: the LPs of the scaling study built straight from numpy into highspy.
 
-No Pyomo, no expression objects: χ (SPEC §1) is assembled as one sparse matrix with vectorised numpy
+No Pyomo, no expression objects: χ (docs/instance-format.md#the-model) is assembled as one sparse matrix
+with vectorised numpy
 and passed to HiGHS once; the mechanism's loop then runs on the ``highspy.Highs`` object. The time
 this takes is what the same algorithm costs with no modelling layer at all. Columns are the runnable
 pairs ``(n, i)`` in row-major order (as ``chi.P``), then ``t`` when there is one; rows are

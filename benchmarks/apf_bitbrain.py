@@ -65,7 +65,8 @@ def _keep_failure(inst: Any, tag: str) -> pathlib.Path:
 
 
 def domination_factor(inst: Any, x: np.ndarray) -> float:
-    """``max Σ_n Y_n / Σ_n X_n`` over allocations in χ with ``Y_n ≥ X_n`` for every user (SPEC §3, Pareto
+    """``max Σ_n Y_n / Σ_n X_n`` over allocations in χ with ``Y_n ≥ X_n`` for every user
+    (docs/verification.md, Pareto
     optimality): 1 for a Pareto-optimal allocation; ``f > 1`` means every user could keep its tasks while
     the total grows by the factor ``f``. One LP (scipy's HiGHS) on the capacity rows of χ."""
     from scipy.optimize import linprog

@@ -1,4 +1,4 @@
-"""The ``fairalloc`` command line (SPEC §1.3).
+"""The ``fairalloc`` command line (docs/cli.md).
 
     fairalloc solve INSTANCE -m MECHANISM [-p key=value ...] [--solver NAME] [-o OUT.json]
     fairalloc verify INSTANCE RESULT.json [-o REPORT.json]
@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", metavar="OUT.json", help="write the result here")
     s.set_defaults(func=cmd_solve)
 
-    v = sub.add_parser("verify", help="check an allocation against the properties of SPEC §3; prints "
+    v = sub.add_parser("verify", help="check an allocation against the properties of "
+                       "docs/verification.md; prints "
                        "the JSON report and exits 0 whatever the verdicts")
     v.add_argument("instance")
     v.add_argument("result", help="result JSON (from fairalloc solve, another tool, or by hand)")

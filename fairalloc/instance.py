@@ -1,11 +1,12 @@
-"""The instance model (SPEC §1): servers, resources, external resources, users.
+"""The instance model (docs/instance-format.md#the-model): servers, resources, external resources, users.
 
 An :class:`Instance` is immutable and validated on construction; every array is read-only. Derived
 quantities (γ, η, γTSF, dominant shares, virtual dominant shares, sharing-incentive thresholds) are
 computed once, vectorised, and exposed both as numpy arrays and, through :meth:`Instance.frame`, as
 labelled pandas objects.
 
-Notation (SPEC §1): users ``n ∈ N``, servers ``i ∈ K``, server resources ``r ∈ R``, external resources
+Notation (docs/instance-format.md#the-model): users ``n ∈ N``, servers ``i ∈ K``, server resources ``r ∈
+R``, external resources
 ``e ∈ E``.
 
 >>> inst = Instance.from_arrays(capacity=[[9, 12, 100], [12, 12, 0]],
@@ -397,7 +398,7 @@ class Instance:
         return float(-res.fun)
 
     def si_threshold(self, definition: str = "apf") -> np.ndarray:
-        """Sharing-incentive thresholds (SPEC §3), weighted by ``w[n] = φ[n]/Σφ``.
+        """Sharing-incentive thresholds (docs/verification.md), weighted by ``w[n] = φ[n]/Σφ``.
 
         ``"apf"`` ([APF]/[PSDSF]): ``w[n] · Σ_i γ[n,i]`` (every server split in proportion to weights).
         ``"tsfer"`` ([TSFER] Def. 6): ``ψ[n] = min(w[n]·η[n], T[n])``: the equal split of every

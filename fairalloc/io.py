@@ -1,4 +1,5 @@
-"""Reading and writing instances (SPEC §1.1): YAML/JSON documents and CSV directories.
+"""Reading and writing instances (docs/instance-format.md#file-format): YAML/JSON documents and CSV
+directories.
 
 Every reader validates before it returns: a half-valid file raises :class:`InstanceError` whose message
 names the field (``users[u2].demand.cpu``) and the offending value. Nothing is solved from it.
@@ -465,7 +466,8 @@ def _num(v: float) -> float | int | str:
 
 
 def instance_to_dict(inst: Instance) -> dict[str, Any]:
-    """The document form (SPEC §1.1); defaults (weight 1, unlimited tasks, eligible everywhere) omitted."""
+    """The document form (docs/instance-format.md#file-format); defaults (weight 1, unlimited tasks,
+    eligible everywhere) omitted."""
     doc: dict[str, Any] = {"name": inst.name}
     if not inst.time_shared:
         doc["resources"] = list(inst.resources)

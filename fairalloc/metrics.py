@@ -1,4 +1,5 @@
-r"""Metrics of an allocation (SPEC §3, "Metrics"): utilization, Jain's index, deviation from PS-DSF.
+r"""Metrics of an allocation (docs/verification.md, "Metrics"): utilization, Jain's index, deviation from
+PS-DSF.
 
 >>> import numpy as np
 >>> from fairalloc import Instance

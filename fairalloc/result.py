@@ -1,4 +1,4 @@
-"""The result of running a mechanism (SPEC §1.2).
+"""The result of running a mechanism (docs/cli.md#result).
 
 >>> import numpy as np
 >>> r = Result(instance="demo", mechanism="drfh", status=Status.OPTIMAL, users=("u1", "u2"),

@@ -1,7 +1,7 @@
 """Outcome of a solve: data, never a printed warning.
 
 ``optimal`` and ``converged`` are the only successful outcomes; everything else is also a non-zero exit
-code from the CLI (SPEC §1.2). A solver that stopped at a limit reports the limit, even if it has a
+code from the CLI (docs/cli.md#result). A solver that stopped at a limit reports the limit, even if it has a
 feasible point in hand.
 """
 

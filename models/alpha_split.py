@@ -96,7 +96,8 @@ def alpha_profile(inst: Instance, alpha: str | list[float]) -> np.ndarray:
 def split_instance(inst: Instance, alpha: str | list[float]) -> Instance:
     """The instance with every external resource ``e`` turned into a server resource: capacity
     ``α[e,s] c_e`` on each server ``s ∈ S_e``. Tasks on servers outside ``S_e`` do not use ``e``
-    (SPEC §1), which a per-user demand cannot say; there ``e`` gets a capacity no allocation can reach,
+    (docs/instance-format.md#the-model), which a per-user demand cannot say; there ``e`` gets a capacity no
+    allocation can reach,
     ``Σ_n γ̂[n,s] d[n,e]`` (``x[n,s] ≤ γ̂[n,s]`` on every feasible point)."""
     inst.require_demands("the external-resource split")
     prof = alpha_profile(inst, alpha)

@@ -374,7 +374,7 @@ def best_response_gains(inst: Instance, x: np.ndarray, alpha: np.ndarray, A: np.
 def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = None, B: Any = None,
                     lam: list[np.ndarray] | None = None, session: Session | None = None,
                     gains: bool = True) -> dict[str, Any]:
-    r"""The Nash-equilibrium conditions of αPF-VDS at ``x`` (SPEC §3):
+    r"""The Nash-equilibrium conditions of αPF-VDS at ``x`` (docs/verification.md):
 
     - ``ncp_residual``: ``max |min(z, F(z))|`` over (28)–(29), with the multipliers ``lam`` if given, else
       the ones that best certify ``x`` (:meth:`ApfGame.multipliers`);

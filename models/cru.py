@@ -15,7 +15,8 @@ bundle, [TSFER] Lemma 2; ``n`` can only use what ``m`` holds on servers where ``
 [APF]/[PSDSF] one instead — every server split by weight, the external resources ignored, so it can be
 infeasible with a scarce external resource; both capped at ``T[n]``,
 :func:`fairalloc.verify.fairness.si_threshold`). The paper
-writes the objective ``Σ X/n_j``, which vanishes for unlimited tasks; SPEC §2 fixes it to ``Σ X/η``.
+writes the objective ``Σ X/n_j``, which vanishes for unlimited tasks; docs/mechanisms/index.md#decisions
+fixes it to ``Σ X/η``.
 Rows with ``μ = 0`` are void and not written.
 
 **Task limits.** A user that reaches ``T[n]`` envies nobody (its utility is capped at ``T[n]``), so the
@@ -40,7 +41,7 @@ user's and the server's names) over χ, the EF and SI rows and ``Σ X/η`` withi
 of the optimum — one more LP (:mod:`fairalloc.solvers.canonical`). The MILP's binaries are kept at
 the solver's values.
 
-Golden numbers (SPEC §4.4, [TSFER] Fig. 2): ``x[u1,s2] = x[u2,s1] = 5``.
+Golden numbers (docs/examples.md#tsfer-fig2, [TSFER] Fig. 2): ``x[u1,s2] = x[u2,s1] = 5``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ DRFH (:mod:`~fairalloc.models.drfh`) on the pooled instance, so the model is bui
 On an instance with several servers the result's allocation is on the single server ``pool`` and
 ``details.pooled`` is true; verification then checks it against the pooled instance.
 
-Golden numbers (SPEC §4.5): one server ``{cpu 9, mem 18}``, demands ``{1, 4}``, ``{3, 1}``: ``X = (3, 2)``.
+Golden numbers (docs/examples.md#drf-ghodsi): one server ``{cpu 9, mem 18}``, demands ``{1, 4}``, ``{3,
+1}``: ``X = (3, 2)``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ DRFH is the weighted lexicographic max-min of :math:`s_n/\phi_n` over the feasib
 (:mod:`~fairalloc.models.feasible`), computed by progressive filling
 (:mod:`~fairalloc.models.maxmin`). External resources enter κ with their capacity ``c_e``.
 
-Golden numbers (SPEC §4.1, [PSDSF] Fig. 1): ``X = (60/11, 72/11)``.
+Golden numbers (docs/examples.md#psdsf-fig1, [PSDSF] Fig. 1): ``X = (60/11, 72/11)``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-r"""The feasible set χ (SPEC §1; [PSDSF] (4)–(5), [TSFER] (2)) as a Pyomo block.
+r"""The feasible set χ (docs/instance-format.md#the-model; [PSDSF] (4)–(5), [TSFER] (2)) as a Pyomo block.
 
 .. math::
 

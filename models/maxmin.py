@@ -1,4 +1,5 @@
-r"""Weighted lexicographic max-min by progressive filling (SPEC §2, "Lexicographic max-min").
+r"""Weighted lexicographic max-min by progressive filling (docs/mechanisms/index.md#decisions,
+"Lexicographic max-min").
 
 Given a linear share function per user, ``share[n](x)`` (already divided by the weight:
 ``κ_n X_n/φ_n`` for DRFH, ``X_n/(φ_n γTSF_n)`` for TSF, ``X_n/(φ_n η_n)`` for TSF-ER), the allocation

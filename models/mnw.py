@@ -42,7 +42,7 @@ relaxation (Ipopt's default relaxes every bound by ``10⁻⁸`` of itself), and 
 candidate (else the one with the smallest duality gap) is kept (the dual bound uses every pair, so
 a wrong support shows as a large gap).
 
-Golden numbers (SPEC §4.4, [TSFER] Fig. 2): ``x[u1,s2] = x[u2,s1] = 5``.
+Golden numbers (docs/examples.md#tsfer-fig2, [TSFER] Fig. 2): ``x[u1,s2] = x[u2,s1] = 5``.
 """
 
 from __future__ import annotations

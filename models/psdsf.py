@@ -56,7 +56,8 @@ a user that has received ``T_n`` has its limit as its bottleneck everywhere (the
 sweeps return ``X = (2.8, 2.8, 4, 11.8)`` (``u3`` served by ``s1``), while ``(3.6, 3.6, 4, 10)`` (``u3`` on
 ``s2``) carries the certificate too.
 
-Golden numbers (SPEC §4.1–4.3): Fig. 1 ``x[u1,s1] = x[u2,s2] = 6``; Fig. 2 ``X = (3.6, 3.6, 8, 8)``;
+Golden numbers (docs/examples.md (psdsf-fig1, psdsf-fig2, psdsf-table3)): Fig. 1 ``x[u1,s1] = x[u2,s2] =
+6``; Fig. 2 ``X = (3.6, 3.6, 8, 8)``;
 Table IV (weights 2, 2, 1, 1) ``X = (210, 105, 82.5, 27.5)``.
 """
 

@@ -11,7 +11,7 @@ zero capacities but ignoring explicit placement constraints ([PSDSF] §II-B):
 TSF is the weighted lexicographic max-min of task shares over χ, by progressive filling. On the
 time-shared form ``γ̂`` is the rate table.
 
-Golden numbers (SPEC §4.1, [PSDSF] Fig. 1): ``γTSF = (6, 12)``, ``X = (4, 8)``.
+Golden numbers (docs/examples.md#psdsf-fig1, [PSDSF] Fig. 1): ``γTSF = (6, 12)``, ``X = (4, 8)``.
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ positive demands) both variants give the same allocation.
 :func:`run` takes the share coefficients as an argument, so DRF-ER (:mod:`~fairalloc.models.drf_er`)
 runs the same loop on dominant shares.
 
-Golden numbers (SPEC §4.4, [TSFER] Fig. 2): ``η = (6, 7.5)``, task share ``5/7``, ``X = (30/7, 75/14)``.
+Golden numbers (docs/examples.md#tsfer-fig2, [TSFER] Fig. 2): ``η = (6, 7.5)``, task share ``5/7``, ``X =
+(30/7, 75/14)``.
 """
 
 from __future__ import annotations

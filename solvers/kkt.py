@@ -1,4 +1,4 @@
-"""KKT residuals of a solved LP/NLP, from the model and the solver's multipliers (SPEC §3).
+"""KKT residuals of a solved LP/NLP, from the model and the solver's multipliers (docs/verification.md).
 
 One routine, :func:`kkt_residuals`, works on arrays; :func:`model_arrays` extracts those arrays from any
 Pyomo model (linear rows by the fast compiler, nonlinear ones by Pyomo's reverse-mode differentiation),

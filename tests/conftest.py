@@ -1,4 +1,4 @@
-"""Shared fixtures: the SPEC §4 example files and a CLI runner."""
+"""Shared fixtures: the docs/examples.md example files and a CLI runner."""
 
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ def test_shrinking_keeps_the_failure_and_the_names(examples):
 
 
 def test_a_small_run_finds_the_papers_examples():
-    """On the SPEC §4 examples: DRFH and TSF fail BF on [PSDSF] Fig. 1 (inside their setting: the
+    """On the docs/examples.md examples: DRFH and TSF fail BF on [PSDSF] Fig. 1 (inside their setting: the
     paper's own point), TSF-ER's Algorithm 1 leaves capacity idle on the two idle-capacity examples
     (outside its setting: zero capacity / placement), and nothing contradicts PS-DSF's BF."""
     run = run_atlas(AtlasConfig(instances=7, sp_instances=0, subjects=("drfh", "tsf", "ps-dsf",

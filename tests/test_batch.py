@@ -1,6 +1,7 @@
 """Batch solving (issue 7): isolation, error rows, interruption and resume, backends.
 
-The instance set: [PSDSF] Fig. 1 (golden numbers of SPEC §4.1), seven random 100×12 instances as YAML,
+The instance set: [PSDSF] Fig. 1 (golden numbers of docs/examples.md#psdsf-fig1), seven random 100×12
+instances as YAML,
 one as a CSV directory, and one malformed file — 10 instances × drfh, tsf, utilitarian = 30 tasks.
 """
 
@@ -88,7 +89,7 @@ def _check_complete(df: pd.DataFrame, instances: Path) -> None:
     assert good["feasible"].all() and (good["max_violation"] <= 1e-6).all()
     assert (good["n_users"] == np.where(good["instance"].str.contains("fig1"), 2, 100)).all()
     tasks = {(r.instance.split("/")[-1], r.mechanism): json.loads(r.tasks) for r in good.itertuples()}
-    # golden numbers, SPEC §4.1
+    # golden numbers, docs/examples.md#psdsf-fig1
     np.testing.assert_allclose(list(tasks["psdsf-fig1.yaml", "drfh"].values()), [60 / 11, 72 / 11],
                                rtol=1e-9)
     np.testing.assert_allclose(list(tasks["psdsf-fig1.yaml", "tsf"].values()), [4, 8], rtol=1e-9)

@@ -1,4 +1,4 @@
-"""The command line (SPEC §1.3), run as a user runs it."""
+"""The command line (docs/cli.md), run as a user runs it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def tasks_of(proc):
 
 
 def test_golden_through_the_cli(cli, examples):
-    """SPEC §4.1 and §4.5 through `fairalloc solve`."""
+    """docs/examples.md (psdsf-fig1 and drf-ghodsi) through `fairalloc solve`."""
     d = tasks_of(cli("solve", str(examples / "psdsf-fig1.yaml"), "-m", "drfh"))
     assert d["status"] == "optimal" and d["mechanism"] == "drfh" and d["instance"] == "psdsf-fig1"
     assert d["tasks"]["u1"] == pytest.approx(60 / 11, abs=1e-6)

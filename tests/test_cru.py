@@ -1,4 +1,5 @@
-"""CRU: SPEC §4.4 golden numbers, the LP that task limits make infeasible and the exact MILP that
+"""CRU: docs/examples.md#tsfer-fig2 golden numbers, the LP that task limits make infeasible and the exact
+MILP that
 replaces it, and agreement with an independent enumeration (one scipy LP per set of users at their
 limit) on random instances with placement constraints, weights, task limits and an external resource."""
 
@@ -55,7 +56,7 @@ def test_model_has_binaries_only_for_finite_limits():
 
 
 def _check_ef_si(inst, X, x, tol=1e-6):
-    """EF rows of SPEC §2 with the task-limit cap, SI thresholds, computed here."""
+    """EF rows of docs/mechanisms/index.md#decisions with the task-limit cap, SI thresholds, computed here."""
     mu = envy_mu(inst)
     psi = np.minimum(inst.weight / inst.weight.sum() * eta(inst), inst.tasks)
     assert (X >= psi - tol * np.maximum(1, psi)).all()

@@ -1,4 +1,4 @@
-"""The instance model: derived quantities against hand-computed values (SPEC §1)."""
+"""The instance model: derived quantities against hand-computed values (docs/instance-format.md#the-model)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from fairalloc import Instance, InstanceError, load_instance
 def test_psdsf_fig1_gamma(examples):
     inst = load_instance(examples / "psdsf-fig1.yaml")
     assert inst.gamma.tolist() == [[6.0, 0.0], [6.0, 6.0]]  # [PSDSF] (8): bw 0 on s2
-    assert inst.gamma_tsf.tolist() == [6.0, 12.0]  # SPEC §4.1
+    assert inst.gamma_tsf.tolist() == [6.0, 12.0]  # docs/examples.md#psdsf-fig1
     # c = (21, 24, 100): u1 dominant in bw (10/100), u2 in mem (2/24)
     assert inst.dominant_resource == ("bw", "mem")
     np.testing.assert_allclose(inst.dominant_coeff, [0.1, 1 / 12])
@@ -20,7 +20,7 @@ def test_psdsf_fig1_gamma(examples):
 
 def test_tsfer_fig2_eta(examples):
     inst = load_instance(examples / "tsfer-fig2.yaml")
-    np.testing.assert_allclose(inst.eta, [6.0, 7.5])  # SPEC §4.4
+    np.testing.assert_allclose(inst.eta, [6.0, 7.5])  # docs/examples.md#tsfer-fig2
     # equal split: ψ = min(η/2, T); APF: Σγ/2 ignores the link
     np.testing.assert_allclose(inst.si_threshold("tsfer"), [3.0, 3.75])
     np.testing.assert_allclose(inst.si_threshold("apf"), inst.gamma.sum(1) / 2)
@@ -65,7 +65,7 @@ def test_vds_and_frames(examples):
     x = np.array([[3.6, 0], [3.6, 0], [0, 8], [0, 8]])
     vds = inst.vds(x)
     assert vds[0, 0] == pytest.approx(0.6) and np.isinf(vds[0, 1])
-    assert vds[3, 0] == pytest.approx(8 / 9)  # SPEC §4.2: the paper's s_{4,1} = 1 is a slip
+    assert vds[3, 0] == pytest.approx(8 / 9)  # docs/examples.md#psdsf-fig2: the paper's s_{4,1} = 1 is a slip
     df = inst.frame("gamma")
     assert list(df.index) == ["u1", "u2", "u3", "u4"] and list(df.columns) == ["s1", "s2"]
     assert inst.frame("eta").name == "eta"

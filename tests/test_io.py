@@ -1,4 +1,5 @@
-"""Instance files: round trips and the malformed cases of SPEC §1.1 (one clear line, exit 2)."""
+"""Instance files: round trips and the malformed cases of docs/instance-format.md#file-format (one clear
+line, exit 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""MNW: SPEC §4.4 golden numbers, KKT residuals from the returned multipliers, and agreement with an
+"""MNW: docs/examples.md#tsfer-fig2 golden numbers, KKT residuals from the returned multipliers, and
+agreement with an
 independent convex solver (cvxpy's exponential-cone formulation) on random instances."""
 
 from __future__ import annotations

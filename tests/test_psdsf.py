@@ -1,4 +1,5 @@
-"""PS-DSF: SPEC §4 examples 1–3 by all three algorithms, the [PSDSF] Thm 1 certificate (computed by the
+"""PS-DSF: docs/examples.md examples 1–3 by all three algorithms, the [PSDSF] Thm 1 certificate (computed
+by the
 verification layer, independently of the mechanism) on random instances, and the distributed trajectory."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""[PSDSF] Thm 1 certificate on the SPEC §4 PS-DSF allocations, and failures on perturbed ones."""
+"""[PSDSF] Thm 1 certificate on the docs/examples.md PS-DSF allocations, and failures on perturbed ones."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TSF-ER (both variants) and DRF-ER: SPEC §4.4 golden numbers, the idle-capacity instance with a
+"""TSF-ER (both variants) and DRF-ER: docs/examples.md#tsfer-fig2 golden numbers, the idle-capacity
+instance with a
 Pareto-dominating allocation computed independently, saturation order under task limits, and agreement
 with independent scipy computations (leximin, Algorithm 1) on random instances."""
 

@@ -1,4 +1,5 @@
-"""The verification layer (SPEC §3, §1.3): every item on known allocations, with the numbers a reader
+"""The verification layer (docs/verification.md, §1.3): every item on known allocations, with the numbers a
+reader
 can check by hand, and the issue's "must show" cases."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ alone at full speed), and leaves when all its tasks are done.
 
 A :class:`Workload` is therefore an :class:`~fairalloc.instance.Instance` (servers, resources, external
 resources, and every job as a user, ``tasks`` = its number of tasks) plus two arrays. The file format is
-the instance format (SPEC §1.1) with two more fields per user::
+the instance format (docs/instance-format.md#file-format) with two more fields per user::
 
     name: tiny
     resources: [cpu, mem]

@@ -1,8 +1,9 @@
-r"""The verification layer (SPEC §3): checks any allocation — from fairalloc, from another tool, or typed
+r"""The verification layer (docs/verification.md): checks any allocation — from fairalloc, from another
+tool, or typed
 by hand — against χ, the fairness properties and the optimality conditions, reporting measures and
 counterexamples, not just verdicts.
 
-:func:`verify` returns a :class:`Report` whose items are keyed as in SPEC §1.3:
+:func:`verify` returns a :class:`Report` whose items are keyed as in docs/cli.md:
 
 - ``feasible`` — max violation of every row of χ (:mod:`.feasibility`);
 - ``envy_free`` — MIN-EF-SAT and the most envious pair ([TSFER] Lemma 2, [PSDSF] (24); :mod:`.fairness`);
@@ -87,7 +88,7 @@ class Report:
         return key in self.items
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as SPEC §1.3 prints it: one key per item (JSON-ready: ``inf`` as a string)."""
+        """The report as docs/cli.md prints it: one key per item (JSON-ready: ``inf`` as a string)."""
         from fairalloc.result import _jsonable
 
         return _jsonable(self.items)

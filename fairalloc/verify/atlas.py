@@ -1,11 +1,12 @@
 r"""The property atlas: which mechanism keeps which property on which kind of instance, with the smallest
-counterexample found for every violation (issue 5; SPEC §3).
+counterexample found for every violation (issue 5; docs/verification.md).
 
 For every *subject* (a mechanism with its parameters, :data:`SUBJECTS`) and every instance *family*
 (:data:`FAMILIES`: the generator's families of :data:`fairalloc.generate.FAMILIES` plus ``complete``, the
 [TSFER] setting without missing resources, ``bottleneck``, instances satisfying the premise of [APF] Def. 2,
 ``psdsf-classes`` and ``tsfer-servers``, random users on the servers of the papers' experiments, and
-``examples``, the papers' own examples of SPEC §4), the atlas solves seeded random instances and checks
+``examples``, the papers' own examples of docs/examples.md), the atlas solves seeded random instances and
+checks
 envy-freeness, sharing incentive (under the subject's own paper's definition), Pareto optimality, strategy-
 proofness (a budgeted lie search) and bottleneck fairness (where its premise holds).
 
@@ -57,7 +58,7 @@ MEASURES = {"envy_free": "min_ef_sat", "sharing_incentive": "min_si_sat", "paret
 FEATURES = ("placement", "external", "scoped", "limits", "weights", "time_shared", "zero_capacity",
             "zero_demand")
 EXAMPLES = ("drf-ghodsi", "psdsf-fig1", "psdsf-fig2", "psdsf-table3", "tsfer-fig2", "tsfer-idle",
-            "tsfer-placement")  # the SPEC §4 instances and the two TSF-ER idle-capacity examples
+            "tsfer-placement")  # the docs/examples.md instances and the two TSF-ER idle-capacity examples
 
 FAMILIES: dict[str, dict[str, Any]] = {
     **GENERATOR_FAMILIES,

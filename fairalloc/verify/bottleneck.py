@@ -1,4 +1,4 @@
-r"""Bottleneck fairness (SPEC §3; [APF] Def. 2, [PSDSF] §III-B, DRF's "bottleneck fairness").
+r"""Bottleneck fairness (docs/verification.md; [APF] Def. 2, [PSDSF] §III-B, DRF's "bottleneck fairness").
 
 **Premise** ([APF] (6)): a server resource ``ρ`` is a *bottleneck* when it is the dominant resource of
 every eligible user at every server,

@@ -1,4 +1,5 @@
-r"""Envy-freeness and sharing incentive of an allocation (SPEC §3), as measures, not just verdicts.
+r"""Envy-freeness and sharing incentive of an allocation (docs/verification.md), as measures, not just
+verdicts.
 
 **Envy-freeness.** User ``n`` values user ``m``'s bundle by the tasks it could run with it, on the
 servers where ``n`` may run ([TSFER] Lemma 2, [PSDSF] (24)):

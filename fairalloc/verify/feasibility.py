@@ -1,4 +1,4 @@
-"""Feasibility of an allocation: the largest violation of any row of χ (SPEC §3)."""
+"""Feasibility of an allocation: the largest violation of any row of χ (docs/verification.md)."""
 
 from __future__ import annotations
 

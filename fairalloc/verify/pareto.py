@@ -1,4 +1,4 @@
-r"""Pareto optimality of an allocation (SPEC §3; [TSFER] Def. 4, §6.2).
+r"""Pareto optimality of an allocation (docs/verification.md; [TSFER] Def. 4, §6.2).
 
 An allocation ``x`` with totals ``X`` is Pareto optimal when no feasible ``y`` gives every user at
 least as many tasks and some user more. One LP over the shared feasible set χ

@@ -1,4 +1,5 @@
-r"""Strategy-proofness as a search for a profitable lie (SPEC §3; [TSFER] Def. 5, [PSDSF] §III-B).
+r"""Strategy-proofness as a search for a profitable lie (docs/verification.md; [TSFER] Def. 5, [PSDSF]
+§III-B).
 
 SP cannot be proven by looking at one allocation. The search re-runs the mechanism that produced the
 result (same parameters) on instances where one user misreports, and values what the liar receives by
@@ -10,7 +11,7 @@ what it can *really* run with it:
     \frac{d'_{n,r}}{d_{n,r}} \ (\delta_{n,i}=1),\ \text{external: } \sum_{i\in S_e} y_i d_{n,e} \le
     \sum_{i \in S_e} x'_{n,i} d'_{n,e}\Big)
 
-— the envy value of SPEC §3 applied to the bundle bought with the reported demand ``d'``
+— the envy value of docs/verification.md applied to the bundle bought with the reported demand ``d'``
 (:func:`~fairalloc.verify.fairness.bundle_value`; on the time-shared form ``x'_{n,i}`` tasks at the
 reported rate ``γ'`` are the time fraction ``x'_{n,i}/γ'_{n,i}``, worth ``γ_{n,i}`` tasks per unit).
 The gain of a lie is ``(U_n(a'_n) − min(X_n, T_n)) / min(X_n, T_n)`` against the result's own
