@@ -144,11 +144,12 @@ EXPLANATIONS: dict[tuple[str, str], str] = {
     ("tsf-er", "strategy_proof"): _TIME_SHARED_SP,
     ("tsf-er (paper)", "strategy_proof"): _TIME_SHARED_SP,
     ("tsf-er (paper)", "pareto"): (
-        "Outside the setting only: [TSFER]'s model has every user demand every resource (η divides by each "
-        "demand) and every server hold every resource. Algorithm 1 removes a user from the active set only "
-        "when it reaches its task limit, so when users are blocked by different resources (here one user "
-        "needs a resource the others do not use), (8f) holds everyone at the level of the most constrained "
-        "and capacity stays idle. Placement constraints and servers lacking a resource do the same "
+        "Outside the setting only. That [TSFER]'s model has every user demand every resource and every "
+        "server hold every resource is our reading, not a statement of the paper (its η of (6) divides by "
+        "each demand, which needs every demand positive). Algorithm 1 removes a user from the active set "
+        "only when it reaches its task limit, so when users are blocked by different resources (here one "
+        "user needs a resource the others do not use), (8f) holds everyone at the level of the most "
+        "constrained and capacity stays idle. Placement constraints and servers lacking a resource do the same "
         "(`examples/tsfer-idle.yaml`, `examples/tsfer-placement.yaml`). The default variant, exact "
         "lexicographic max-min, freezes such users instead and is PO on every instance checked."),
     ("tsf-er", "bottleneck_fair"): _TSFER_BF,
