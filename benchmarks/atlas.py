@@ -149,8 +149,8 @@ EXPLANATIONS: dict[tuple[str, str], str] = {
         "each demand, which needs every demand positive). Algorithm 1 removes a user from the active set "
         "only when it reaches its task limit, so when users are blocked by different resources (here one "
         "user needs a resource the others do not use), (8f) holds everyone at the level of the most "
-        "constrained and capacity stays idle. Placement constraints and servers lacking a resource do the same "
-        "(`examples/tsfer-idle.yaml`, `examples/tsfer-placement.yaml`). The default variant, exact "
+        "constrained and capacity stays idle. Placement constraints and servers lacking a resource do the "
+        "same (`examples/tsfer-idle.yaml`, `examples/tsfer-placement.yaml`). The default variant, exact "
         "lexicographic max-min, freezes such users instead and is PO on every instance checked."),
     ("tsf-er", "bottleneck_fair"): _TSFER_BF,
     ("tsf-er (paper)", "bottleneck_fair"): _TSFER_BF,
