@@ -1,5 +1,6 @@
-"""``python -m benchmarks [NAME ... | all] [--quick] [--out DIR] [--publish]``: run the paper
-reproductions and solver/scaling benchmarks (``benchmarks/__init__.py`` lists them)."""
+"""``python -m fairalloc.benchmarks [NAME ... | all] [--quick] [--out DIR] [--publish]`` (from any
+directory; ``python -m benchmarks`` in a clone's root): run the paper reproductions and solver/scaling
+benchmarks (``benchmarks/__init__.py`` lists them)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from pathlib import Path
 from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
+CLONE = (HERE.parent / "pyproject.toml").exists()  # run from a clone (editable install), not a wheel
 DOCS = HERE.parent / "docs" / "benchmarks"
+OUT = HERE / "out" if CLONE else Path("benchmarks-out")
 
 log = logging.getLogger("benchmarks")
 
@@ -28,7 +31,7 @@ def discover() -> dict[str, ModuleType]:
     for info in sorted(pkgutil.iter_modules([str(HERE)]), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
-        mod = importlib.import_module(f"benchmarks.{info.name}")
+        mod = importlib.import_module(f"{__package__}.{info.name}")
         if hasattr(mod, "NAME") and hasattr(mod, "run"):
             found[mod.NAME] = mod
     return found
@@ -36,14 +39,17 @@ def discover() -> dict[str, ModuleType]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m benchmarks",
+        prog=f"python -m {__package__}",
         description="Run fairalloc's paper reproductions and solver/scaling benchmarks; each writes CSV, "
-                    "PNG and a Markdown summary to --out. Run from the repository's root.")
+                    "PNG and a Markdown summary to --out. From any directory: python -m fairalloc.benchmarks "
+                    "(in a clone's root, python -m benchmarks is the same).")
     ap.add_argument("names", nargs="*", help="benchmarks to run ('all': every one; none: list them)")
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    ap.add_argument("--out", type=Path, default=HERE / "out", help="output folder (default benchmarks/out)")
+    ap.add_argument("--out", type=Path, default=OUT,
+                    help="output folder (default: benchmarks/out in a clone, ./benchmarks-out otherwise)")
     ap.add_argument("--publish", action="store_true",
-                    help="copy summaries, figures and tables (.md, .png, .csv) to docs/benchmarks/")
+                    help="copy summaries, figures and tables (.md, .png, .csv) to docs/benchmarks/ of the "
+                    "clone fairalloc is installed from")
     ap.add_argument("--resume", action="store_true",
                     help="keep the results already in --out and run only what is missing "
                          "(benchmarks that support it: scaling)")
@@ -54,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("pyomo").setLevel(logging.ERROR)
+    if args.publish and not CLONE:
+        print("error: --publish writes to the docs of a clone; fairalloc is not installed from one here",
+              file=sys.stderr)
+        return 2
     mods = discover()
     if not args.names:
         width = max(map(len, mods), default=0)

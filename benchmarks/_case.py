@@ -93,8 +93,9 @@ def _objective(mechanism: str, inst: Any, details: dict[str, Any], X: np.ndarray
 def _prepare(spec: dict[str, Any], folder: Path, module: Any) -> tuple[Any, Any, np.ndarray, float, float]:
     """Start the clock, load the instance, and pick ``module``'s routine for the mechanism's form:
     ``(routine, instance, share coefficients, t0, load seconds)``."""
-    from benchmarks import _floor as fl
     from fairalloc.io import load_instance
+
+    from . import _floor as fl
 
     kind, coeff_name, _, _ = FORMS[spec["mechanism"]]
     t0 = time.perf_counter()
@@ -106,7 +107,7 @@ def _prepare(spec: dict[str, Any], folder: Path, module: Any) -> tuple[Any, Any,
 
 
 def _floor(spec: dict[str, Any], folder: Path) -> dict[str, Any]:
-    from benchmarks import _floor as fl
+    from . import _floor as fl
 
     run, inst, coeff, t0, load = _prepare(spec, folder, fl)
     o = run(inst, coeff, spec.get("options"))
@@ -119,7 +120,7 @@ def _floor(spec: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 
 def _cvxpy(spec: dict[str, Any], folder: Path) -> dict[str, Any]:
-    from benchmarks import _cvxpy as cv
+    from . import _cvxpy as cv
 
     run, inst, coeff, t0, load = _prepare(spec, folder, cv)
     o = run(inst, coeff, solver=spec.get("solver"))

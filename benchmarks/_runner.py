@@ -25,7 +25,7 @@ def run_case(spec: dict[str, Any], timeout: float = 1800.0) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     try:
-        proc = subprocess.run([sys.executable, "-m", "benchmarks._case", path], cwd=ROOT, env=env,
+        proc = subprocess.run([sys.executable, "-m", f"{__package__}._case", path], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         log.warning("case %s timed out after %.0f s", spec, timeout)

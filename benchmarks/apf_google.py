@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks.apf_bitbrain import allocate
+from .apf_bitbrain import allocate
 
 NAME = "apf_google"
 DESCRIPTION = ("[APF] Figs. 9-10, 13-14: Google-like jobs on the four-class cluster — PS-DSF vs DRFH vs TSF "

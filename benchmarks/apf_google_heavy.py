@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchmarks.apf_google import SLOT, simulate
+from .apf_google import SLOT, simulate
 
 NAME = "apf_google_heavy"
 DESCRIPTION = ("[APF] Figs. 13-14, heavily loaded: PS-DSF vs DRFH vs TSF on the four-class cluster with a "

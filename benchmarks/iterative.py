@@ -37,13 +37,14 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from benchmarks._runner import environment
-from benchmarks._workload import scaling_instance
 from fairalloc.generate import random_instance
 from fairalloc.instance import Instance
 from fairalloc.registry import get_mechanism
 from fairalloc.solvers import SOLVERS, Session, SolverSpec
 from fairalloc.solvers.highs import IPM_ABOVE, HighsBridge
+
+from ._runner import environment
+from ._workload import scaling_instance
 
 NAME = "iterative"
 DESCRIPTION = ("iterative mechanisms: LPs, time per LP, persistent re-solve vs rebuild vs Pyomo's "

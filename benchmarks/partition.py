@@ -26,10 +26,11 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from benchmarks._runner import environment
-from benchmarks._workload import scaling_instance
 from fairalloc import solve
 from fairalloc.verify.pareto import pareto
+
+from ._runner import environment
+from ._workload import scaling_instance
 
 NAME = "partition"
 DESCRIPTION = "POP-style partitioned TSF-ER (k = 1…16) against the exact answer, up to 16384 x 2048"

@@ -38,9 +38,10 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from benchmarks._runner import environment, run_case
-from benchmarks._workload import scaling_instance
 from fairalloc.io import save_instance
+
+from ._runner import environment, run_case
+from ._workload import scaling_instance
 
 NAME = "scaling"
 DESCRIPTION = ("LP mechanisms 16×4 … 2048×256 (4 resources + 1 external): phases and memory of "
@@ -85,7 +86,7 @@ def _run(spec: dict[str, Any], quick: bool) -> dict[str, Any]:
     in this one (no interpreter start-up per case; memory peaks not recorded)."""
     if not quick:
         return run_case(spec, timeout=3600)
-    from benchmarks._case import run_case as run_here
+    from ._case import run_case as run_here
 
     res = run_here(spec)
     res["peak_mb"] = res["base_mb"] = float("nan")
@@ -195,7 +196,7 @@ def summary(df: pd.DataFrame, quick: bool) -> str:
     env = environment()
     import cvxpy  # noqa: F401
 
-    from benchmarks._cvxpy import default_solver
+    from ._cvxpy import default_solver
 
     r = ratios(df)
     big = r[r.users >= (1024 if not quick else r.users.max())]

@@ -33,12 +33,13 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from benchmarks._runner import environment
-from benchmarks._workload import scaling_instance
 from fairalloc import solve
 from fairalloc.generate import apf_cluster, random_instance
 from fairalloc.instance import Instance
 from fairalloc.solvers import solver_table
+
+from ._runner import environment
+from ._workload import scaling_instance
 
 NAME = "solvers"
 DESCRIPTION = ("HiGHS simplex/IPM/PDLP, Pyomo's HiGHS, SCIP on LP mechanisms; Ipopt routes and SCIP "

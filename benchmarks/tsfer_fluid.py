@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks.tsfer_common import (
+from .tsfer_common import (
     TABLE3_COLUMNS,
     TABLE3_PAPER,
     column_means,

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from benchmarks.tsfer_common import (
+from .tsfer_common import (
     LABELS,
     TABLE4_COLUMNS,
     TABLE4_PAPER,

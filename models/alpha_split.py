@@ -40,6 +40,7 @@ DRF-eq than with CRU and with TSF-cpu than with TSF-ER (checked in the tests).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -77,9 +78,14 @@ def alpha_profile(inst: Instance, alpha: str | list[float]) -> np.ndarray:
             base = np.ones(K)
         elif alpha in inst.resources:
             base = inst.capacity[:, inst.resources.index(alpha)].astype(float)
+        elif alpha == "random" or (alpha.startswith("random") and alpha[6:].isdigit()):
+            # a seeded random split, different for every set of server names: Thms 3-4 hold for any α
+            digest = hashlib.blake2b("\x00".join(inst.servers).encode(), digest_size=8).digest()
+            rng = np.random.default_rng([int(alpha[6:] or 0), int.from_bytes(digest, "big")])
+            base = rng.uniform(0.05, 1.0, K)
         else:
-            raise ParameterError(f"alpha={alpha!r}: expected 'eq', a server resource "
-                                 f"({', '.join(inst.resources)}) or {K} numbers, one per server")
+            raise ParameterError(f"alpha={alpha!r}: expected 'eq', 'random' or 'random<seed>', a server "
+                                 f"resource ({', '.join(inst.resources)}) or {K} numbers, one per server")
     else:
         base = np.asarray(alpha, float)
         if base.shape != (K,) or not np.isfinite(base).all() or (base < 0).any():
@@ -155,8 +161,8 @@ def _solve(name: str, inst: Instance, session: Session, alpha: str | list[float]
 
 
 ALPHA = Param("alpha", as_alpha, "eq", "split of each external resource over its servers: eq, a "
-              "server resource name (cpu, mem, …: in proportion to its capacities) or one number "
-              "per server")
+              "server resource name (cpu, mem, …: in proportion to its capacities), random<seed> (a "
+              "seeded random split, drawn per set of server names) or one number per server")
 
 
 @mechanism("drf-alpha", problem="lp", params=[ALPHA, CANONICAL],

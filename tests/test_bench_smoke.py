@@ -63,3 +63,13 @@ def test_rebuild_and_pyomo_handles_give_the_persistent_allocation():
     for r in runs.values():
         np.testing.assert_allclose(r["X"], runs["persistent"]["X"], rtol=1e-7)
     assert len(runs["persistent"]["lp_seconds"]) == runs["persistent"]["lps"] > 1
+
+
+def test_benchmarks_run_from_any_directory(tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "fairalloc.benchmarks"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "scaling" in p.stdout and "partition" in p.stdout

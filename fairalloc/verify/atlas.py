@@ -149,6 +149,13 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject("tsf-alpha (eq)", "tsf-alpha", {}, "[TSFER]", _TSFER, {
         "envy_free": (True, "[TSFER] Table 2"), "sharing_incentive": (False, "[TSFER] Thm 4"),
         "pareto": (False, "[TSFER] Thm 4"), "strategy_proof": (True, "[TSFER] Table 2")}),
+    # Thms 3-4 hold "for any split α": the same claims with a random split per instance
+    Subject("drf-alpha (random)", "drf-alpha", {"alpha": "random1"}, "[TSFER]", _TSFER, {
+        "envy_free": (True, "[TSFER] Table 2"), "sharing_incentive": (False, "[TSFER] Thm 3"),
+        "pareto": (False, "[TSFER] Thm 3"), "strategy_proof": (True, "[TSFER] Table 2")}),
+    Subject("tsf-alpha (random)", "tsf-alpha", {"alpha": "random1"}, "[TSFER]", _TSFER, {
+        "envy_free": (True, "[TSFER] Table 2"), "sharing_incentive": (False, "[TSFER] Thm 4"),
+        "pareto": (False, "[TSFER] Thm 4"), "strategy_proof": (True, "[TSFER] Table 2")}),
     Subject("drf-er", "drf-er", {}, "[TSFER]", _TSFER, {
         "envy_free": (True, "[TSFER] Table 2"), "sharing_incentive": (False, "[TSFER] Table 2"),
         "pareto": (True, "[TSFER] Table 2"), "strategy_proof": (True, "[TSFER] Table 2")}),
