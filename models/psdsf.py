@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -147,6 +148,22 @@ def best_response(inst: Instance, session: Session, tol: float = 1e-8, max_iter:
     history: list[float] = []
     status, lps, jumps = Status.ITERATION_LIMIT, 0, 0
     step_before: np.ndarray | None = None
+    from tqdm.auto import tqdm
+
+    # progress on stderr when it is a terminal (a long run is thousands of LPs)
+    bar = tqdm(total=max_iter, desc="ps-dsf sweeps", unit="sweep", file=sys.stderr, disable=None,
+               leave=False)
+    try:
+        return _sweeps(inst, session, tol, max_iter, servers, models, rows, x, history, status, lps, jumps,
+                       step_before, bar)
+    finally:
+        bar.close()
+
+
+def _sweeps(inst: Instance, session: Session, tol: float, max_iter: int, servers: list[int],
+            models: dict[int, Any], rows: Any, x: np.ndarray, history: list[float], status: Status,
+            lps: int, jumps: int, step_before: np.ndarray | None, bar: Any
+            ) -> tuple[np.ndarray, Status, dict[str, Any]]:
     for sweep in range(1, max_iter + 1):
         start = x.copy()
         for i in servers:
@@ -159,6 +176,8 @@ def best_response(inst: Instance, session: Session, tol: float = 1e-8, max_iter:
         step = x - start
         change = float(np.abs(step).max(initial=0.0))
         history.append(change)
+        bar.update(1)
+        bar.set_postfix_str(f"change {change:.2g}", refresh=False)
         log.info("ps-dsf best response: sweep %d, largest change %.3g", sweep, change)
         if change <= tol * max(1.0, float(x.max(initial=0.0))):
             status = Status.CONVERGED
