@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,7 +236,10 @@ def _probe(m: pyo.ConcreteModel, blk: pyo.Block, session: Session, handle: Any, 
         blk.floor_level[n] = t - tol * max(1.0, abs(t))
     blk.objective.deactivate()
     blocked, lps, bad = [], 0, None
-    for n in cand:
+    from tqdm.auto import tqdm
+
+    # one LP per candidate (solvers without duals): progress on stderr when it is a terminal
+    for n in tqdm(cand, desc="probe LPs", unit="LP", file=sys.stderr, disable=None, leave=False):
         blk.probe = pyo.Objective(expr=share[n], sense=pyo.maximize)
         handle.update(variables=False)
         out = session.run(handle)
