@@ -101,7 +101,9 @@ _TSFER_EF = (
     "as many tasks as user i with i's monopoly bundle — which fails when i's monopoly includes servers j "
     "may not use, or that are worth more to j. In the counterexample u1 may run on s3 only: it and the "
     "others get equal task shares, but another user places most of its share on s3, a bigger piece of s3 "
-    "than u1's own.")
+    "than u1's own. This is an artefact of the split, not of the totals: the same totals have an "
+    "envy-free split (one LP finds it; `tests/test_atlas.py`), which neither the canonical split nor the "
+    "paper's algorithm looks for.")
 
 _NOT_HIT = (
     "A claim that a property fails needs one instance, and this run's instances inside the setting did "
