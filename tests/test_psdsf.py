@@ -144,8 +144,8 @@ def test_build_is_the_first_servers_model(examples):
 
 @pytest.mark.parametrize("family", ["plain", "placement", "weights", "ts"])
 def test_best_response_and_algorithm_i_agree(family):
-    """Two independent computations (per-server leximin LPs vs Algorithm I in numpy) give the same totals ``X_n``
-    to 1e-6 relative on seeded random 6 × 3 × 3 instances; both carry the certificate."""
+    """Two independent computations (per-server leximin LPs vs Algorithm I in numpy) give the same
+    totals ``X_n`` to 1e-6 relative on seeded random 6 × 3 × 3 instances; both carry the certificate."""
     kw = {"plain": {}, "placement": {"placement": True}, "weights": {"weights": True, "placement": True},
           "ts": {"time_shared": True, "weights": True, "placement": True}}[family]
     for seed in range(4):
