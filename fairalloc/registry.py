@@ -194,9 +194,10 @@ class Mechanism:
 
 _REGISTRY: dict[str, Mechanism] = {}
 
-#: Mechanisms that compute (part of) their allocation outside χ and so cannot honour per-user budgets
-#: (pooled server, per-server algorithms, split instances, the NCP, the online simulation).
-NO_BUDGETS = frozenset({"drf", "ps-dsf", "apf-vds", "tsf-er-online", "drf-alpha", "tsf-alpha"})
+#: Mechanisms that compute their allocation outside χ and so cannot honour per-user budgets: DRF pools the
+#: servers (a budget prices tasks per server), tsf-er-online places whole tasks by Algorithm 2's greedy rule.
+#: The per-server mechanisms honour budgets with their best responses (a column bound per response).
+NO_BUDGETS = frozenset({"drf", "tsf-er-online"})
 
 
 def mechanism(name: str, *, summary: str | None = None, problem: str = "lp", reference: str = "",

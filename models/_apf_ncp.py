@@ -107,10 +107,13 @@ class ApfGame:
         """``f_{i,r}(x_i) = c_{i,r} − Σ_n x_{n,i} d_{n,r}`` ((30))."""
         return [r.slack(x[:, r.server]) for r in self.rows]
 
-    def residual(self, x: np.ndarray, lam: list[np.ndarray]) -> float:
-        """``max |min(z, F(z))|`` over every pair and every row."""
+    def residual(self, x: np.ndarray, lam: list[np.ndarray], ub: np.ndarray | None = None) -> float:
+        """``max |min(z, F(z))|`` over every pair and every row. With upper bounds ``ub`` on the pairs
+        (users × servers, ``inf`` = none: task limits, budgets, an edited model's bounds) a pair's term is
+        the box form ``|x − clip(x − f, 0, ub)|`` (a pair at its bound may have ``f < 0``)."""
         f = self.f_pairs(x, lam)
-        res = float(np.abs(np.minimum(x, f))[self.P].max(initial=0.0))
+        term = np.minimum(x, f) if ub is None else x - np.clip(x - f, 0.0, ub)
+        res = float(np.abs(term)[self.P].max(initial=0.0))
         for li, sl in zip(lam, self.f_rows(x)):
             if len(li):
                 res = max(res, float(np.abs(np.minimum(li, sl)).max()))

@@ -8,28 +8,40 @@ Server ``i`` sees its eligible users ``N_i`` (runnable pairs), its own resource 
 :class:`ServerRows` holds both as a demand matrix and a capacity vector so the numpy algorithms (Algorithm I
 of [PSDSF], PS-MFA and the distributed heuristic of [APF]) are written once.
 
-Neither paper defines its game with a pool shared by several servers or with task limits (both couple the
-servers' decisions into a generalised game), so :func:`require_per_server` rejects such instances — except
-task limits for PS-DSF's best responses, where a user at its limit simply cannot rise (its limit is its
-bottleneck; see :mod:`~fairalloc.models.psdsf`).
+Neither paper defines its game with a pool shared by several servers, with task limits or with budgets
+(all couple the servers' decisions into a generalised game), so :func:`require_per_server` rejects such
+instances — except task limits and budgets for the best-response algorithms, where server ``i`` may give
+user ``n`` only what the others leave (:func:`coupling_room`, a column bound of server ``i``'s model) and a
+user that has used up its limit or budget cannot rise there (see :mod:`~fairalloc.models.psdsf`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from fairalloc.errors import InstanceError
 from fairalloc.instance import Instance
 
-__all__ = ["ServerRows", "deviation_from_psdsf", "require_per_server", "server_rows", "weighted_vds"]
+__all__ = [
+    "ServerRows",
+    "column_bounds",
+    "coupled_users",
+    "coupling_room",
+    "deviation_from_psdsf",
+    "expose_all_pairs",
+    "require_per_server",
+    "server_rows",
+    "weighted_vds",
+]
 
 
 def require_per_server(inst: Instance, mechanism: str, allow_limits: bool = False,
-                       limits_hint: str = "omit 'tasks'") -> None:
-    """Raise a clear error for what the per-server games of [PSDSF]/[APF] do not define (task limits
-    only where ``allow_limits``; ``limits_hint`` says what to do instead)."""
+                       limits_hint: str = "omit 'tasks'", budget_hint: str = "omit 'budget'") -> None:
+    """Raise a clear error for what the per-server games of [PSDSF]/[APF] do not define (task limits and
+    budgets only where ``allow_limits``; ``limits_hint`` says what to do instead)."""
     if inst.external:
         raise InstanceError(f"{inst.name}: mechanism '{mechanism}' is per-server ([PSDSF] §III, [APF] §3): "
                             f"external resources ({', '.join(inst.external)}) couple the servers and "
@@ -39,6 +51,59 @@ def require_per_server(inst: Instance, mechanism: str, allow_limits: bool = Fals
         raise InstanceError(f"{inst.name}: mechanism '{mechanism}' is per-server ([PSDSF] §III, [APF] §3): "
                             f"task limits (users {', '.join(users)}) couple the servers and are not "
                             f"part of its game; {limits_hint}")
+    if inst.has_budgets and not allow_limits:
+        users = [inst.users[n] for n in inst.budgeted]
+        raise InstanceError(f"{inst.name}: mechanism '{mechanism}' is per-server ([PSDSF] §III, [APF] §3): "
+                            f"budgets (users {', '.join(users)}) couple the servers and are not part of "
+                            f"its game; {budget_hint}")
+
+
+def expose_all_pairs(model: Any, inst: Instance, i: int) -> None:
+    """Give server ``i``'s model a variable ``chi.x[user, server]`` for every runnable pair, so a
+    ``customize`` hook written for the whole allocation (``m.chi.x["u2", "s1"].setub(0.2)``) runs on every
+    server's model. The other servers' pairs are fixed at 0 and enter no row or objective: an edit of
+    them does nothing here and takes effect in their own server's model."""
+    chi = model.chi
+    for n, j in np.argwhere(inst.runnable):
+        if j != i:
+            key = (inst.users[n], inst.servers[j])
+            chi.P.add(key)
+            chi.x[key].fix(0.0)
+
+
+def column_bounds(variables: list[Any]) -> np.ndarray:
+    """The upper bounds of ``variables`` (``inf`` where none): read once a ``customize`` hook has run, so
+    the per-server loops keep the user's bounds when they set their own."""
+    return np.array([np.inf if v.ub is None else float(v.ub) for v in variables])
+
+
+def coupled_users(inst: Instance, i: int, users: np.ndarray) -> np.ndarray:
+    """Positions (into ``users``) of the users whose tasks on server ``i`` are bounded by what the other
+    servers leave them: a finite task limit, or a budget with a positive cost at ``i``."""
+    t = np.isfinite(inst.tasks[users])
+    b = np.isfinite(inst.budget_limit[users]) & (inst.budget_cost[users, i] > 0)
+    return np.flatnonzero(t | b)
+
+
+def coupling_room(inst: Instance, x: np.ndarray, i: int, users: np.ndarray) -> np.ndarray:
+    r"""The most tasks server ``i`` may give each of ``users`` when the other servers hold ``x``:
+
+    .. math::
+
+        \min\Big(T_n - \sum_{j\ne i} x_{n,j},\ \frac{B_n - \sum_{j\ne i} c_{n,j} x_{n,j}}{c_{n,i}}\Big)^+
+
+    (``inf`` for a user with neither a task limit nor a priced budget at ``i``)."""
+    x = np.asarray(x, float)[users]
+    room = inst.tasks[users] - (x.sum(axis=1) - x[:, i])
+    cost = inst.budget_cost[users]
+    priced = np.isfinite(inst.budget_limit[users]) & (cost[:, i] > 0)
+    if priced.any():
+        spent = (cost * x).sum(axis=1) - cost[:, i] * x[:, i]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            left = np.where(priced, (inst.budget_limit[users] - spent) / np.where(priced, cost[:, i], 1.0),
+                            np.inf)
+        room = np.minimum(room, left)
+    return np.maximum(room, 0.0)
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,8 @@ def split_instance(inst: Instance, alpha: str | list[float]) -> Instance:
     try:
         return Instance(users=inst.users, servers=inst.servers, resources=inst.all_resources,
                         capacity=cap, demand=inst.all_demand, weight=inst.weight, tasks=inst.tasks,
-                        eligible=inst.eligible, name=f"{inst.name}|alpha={alpha}")
+                        eligible=inst.eligible, budget_limit=inst.budget_limit,
+                        budget_cost=inst.budget_cost, name=f"{inst.name}|alpha={alpha}")
     except InstanceError as exc:
         raise ParameterError(f"alpha={alpha!r}: the split leaves a user no server: {exc}") from None
 

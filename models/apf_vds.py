@@ -42,6 +42,12 @@ server ("servers with heterogeneous objectives", §3.4).
     [APF] §5.2: parallel per-server steps with penalty multipliers (57)
     (:func:`~fairalloc.models._apf_ncp.distributed_heuristic`).
 
+Task limits and budgets (our extension; a generalised game) are handled by ``best-response`` as PS-DSF
+does — a column bound per response, :func:`~fairalloc.models._perserver.coupling_room` — and ``ncp`` hands
+such instances to it; the certificate is then the NCP residual in box form (:func:`pair_bounds`) and the
+gains. A ``customize`` hook edits the NCP model (bounded pairs re-posed as ``0 ≤ x ≤ u ⊥ f``, certificate
+:func:`edited_ncp_residual`) or every server's NLP.
+
 Every algorithm's end point is then *polished*: Newton's method on the equations of its active set
 (:func:`~fairalloc.models._apf_ncp.polish`; ``polish=false`` turns it off), kept only if it lowers the NCP
 residual. The result carries the NCP residual ``max |min(z, F(z))|``, Ψ, the multipliers and every
@@ -63,7 +69,15 @@ from fairalloc.instance import Instance
 from fairalloc.models._apf_ncp import ApfGame, distributed_heuristic, ps_mfa
 from fairalloc.models._apf_ncp import polish as newton_polish
 from fairalloc.models._mpec import ScholtesRelaxation
-from fairalloc.models._perserver import deviation_from_psdsf, require_per_server, server_rows
+from fairalloc.models._perserver import (
+    column_bounds,
+    coupled_users,
+    coupling_room,
+    deviation_from_psdsf,
+    expose_all_pairs,
+    require_per_server,
+    server_rows,
+)
 from fairalloc.models.feasible import allocation, feasible_set, uniform_split
 from fairalloc.models.psdsf import ServerLeximin
 from fairalloc.registry import Param, Solution, as_bool, as_float, as_floats, as_int, choice, mechanism
@@ -241,7 +255,7 @@ class ServerBestResponse:
         s = inst.servers[i]
         names = [inst.users[n] for n in self.users]
         m = pyo.ConcreteModel(name=f"apf-vds[{inst.name}]@{s}")
-        m.chi = feasible_set(inst, servers=[i], task_limits=False)
+        m.chi = feasible_set(inst, servers=[i], task_limits=False, budgets=False)
         eps = dict(zip(inst.users, _floor(inst)))
         m.offset = pyo.Var(names, initialize=0.0, doc="Σ_{j≠i} x[n,j] (pinned by its bounds)")
         m.u = pyo.Var(names, bounds=lambda m, u: (float(eps[u]), None), initialize=1.0)
@@ -258,18 +272,41 @@ class ServerBestResponse:
         self.model, self._names, self.handle = m, names, None
         self._x = [m.chi.x[u, s] for u in names]
         self._rows = list(m.chi.capacity.values()) if not inst.time_shared else list(m.chi.time.values())
+        self._limited = coupled_users(inst, i, self.users)  # task limits, budgets: per-response bounds
+        self.hook_ub: np.ndarray | None = None
+
+    def column_ub(self, x: np.ndarray) -> np.ndarray:
+        """Upper bounds of server ``i``'s columns given ``x`` elsewhere: the hook's bounds and what task
+        limits and budgets leave (``inf`` where none)."""
+        ub = np.full(len(self.users), np.inf) if self.hook_ub is None else self.hook_ub.copy()
+        if len(self._limited):
+            ub[self._limited] = np.minimum(ub[self._limited], coupling_room(self.inst, x, self.i,
+                                                                            self.users[self._limited]))
+        return ub
 
     def respond(self, x: np.ndarray, session: Session) -> tuple[np.ndarray, Any]:
         m = self.model
+        if self.hook_ub is None:
+            if session.customize is not None:
+                expose_all_pairs(m, self.inst, self.i)
+            session.apply_customize(m)  # the user's edits first: its column bounds are kept below
+            self.hook_ub = column_bounds(self._x)
+        if len(self._limited):
+            for k, ub in zip(self._limited, self.column_ub(x)[self._limited]):
+                self._x[k].setub(float(ub))
         others = x.sum(axis=1) - x[:, self.i]
         for n, u, v in zip(self.users, self._names, self._x):
             m.offset[u].setlb(float(others[n]))
             m.offset[u].setub(float(others[n]))
             m.offset[u].set_value(float(others[n]))
-            v.set_value(float(x[n, self.i]))
+            v.set_value(min(float(x[n, self.i]), v.ub if v.ub is not None else math.inf))
             m.u[u].set_value(max(float(x[n].sum()), m.u[u].lb))
         if self.handle is None:
-            self.handle = session.open(m, "nlp")
+            # a column bounded by a limit, a budget or the hook: Ipopt's default tolerance leaves such a
+            # column μ/z ≈ 1e-5 short of its bound when the user barely wants more there, and the next
+            # server then takes the rest (a drift of 1e-5 per sweep); a tight barrier ends at the bound
+            bounded = len(self._limited) or session.customize is not None
+            self.handle = session.open(m, "nlp", TIGHT if bounded else None)
         else:
             self.handle.update()
         out = session.run(self.handle)
@@ -286,6 +323,9 @@ class ServerBestResponse:
         return np.array([max(0.0, float(dual.get(c, 0.0))) for c in self._rows])
 
 
+TIGHT = {"tol": 1e-12, "bound_relax_factor": 0.0}
+
+
 def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray
                      ) -> dict[int, ServerBestResponse | ServerLeximin]:
     out: dict[int, Any] = {}
@@ -297,6 +337,15 @@ def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.nda
     return out
 
 
+def _start(inst: Instance) -> np.ndarray:
+    """The sharing-incentive point ((41)), except that users with a task limit or a budget start at 0:
+    the servers, in index order, then give them what their limit or budget allows (a generalised game:
+    the equilibrium reached depends on that order, as for PS-DSF's best responses)."""
+    x = uniform_split(inst)
+    x[np.isfinite(inst.tasks) | np.isfinite(inst.budget_limit)] = 0.0
+    return x
+
+
 def best_response(inst: Instance, session: Session, alpha: np.ndarray, A: np.ndarray, B: np.ndarray,
                   tol: float = 1e-9, max_iter: int = 500
                   ) -> tuple[np.ndarray, Status, dict[str, Any], dict[int, Any]]:
@@ -304,7 +353,7 @@ def best_response(inst: Instance, session: Session, alpha: np.ndarray, A: np.nda
     responders = _make_responders(inst, alpha, A, B)
     kkt, session.kkt = session.kkt, False  # per-sweep KKT residuals cost more than the solves
     try:
-        return _sweeps(inst, session, responders, uniform_split(inst), tol, max_iter)
+        return _sweeps(inst, session, responders, _start(inst), tol, max_iter)
     finally:
         session.kkt = kkt
 
@@ -371,9 +420,23 @@ def best_response_gains(inst: Instance, x: np.ndarray, alpha: np.ndarray, A: np.
     return gains
 
 
+def pair_bounds(inst: Instance, x: np.ndarray, bounds: np.ndarray | None = None) -> np.ndarray | None:
+    """Every pair's upper bound at ``x``: ``bounds`` (an edited model's) and what task limits and budgets
+    leave it given the other servers; ``None`` when there are none."""
+    if bounds is None and not (inst.has_task_limits or inst.has_budgets):
+        return None
+    ub = np.full(x.shape, np.inf) if bounds is None else np.array(bounds, float)
+    for i in range(inst.n_servers):
+        users = np.flatnonzero(inst.runnable[:, i])
+        lim = users[coupled_users(inst, i, users)]
+        if len(lim):
+            ub[lim, i] = np.minimum(ub[lim, i], coupling_room(inst, x, i, lim))
+    return ub
+
+
 def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = None, B: Any = None,
                     lam: list[np.ndarray] | None = None, session: Session | None = None,
-                    gains: bool = True) -> dict[str, Any]:
+                    gains: bool = True, bounds: np.ndarray | None = None) -> dict[str, Any]:
     r"""The Nash-equilibrium conditions of αPF-VDS at ``x`` (docs/verification.md):
 
     - ``ncp_residual``: ``max |min(z, F(z))|`` over (28)–(29), with the multipliers ``lam`` if given, else
@@ -384,14 +447,19 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
 
     ``alpha``, ``A``, ``B`` as for the mechanism (one value, ``"inf"``, or one per server). Servers with
     ``α_i = inf`` are left out of the residual and Ψ (PS-DSF has no NCP; check its certificate).
+
+    Task limits and budgets (best responses only) bound each pair by what the other servers leave it
+    (:func:`~fairalloc.models._perserver.coupling_room`); ``bounds`` (users × servers) adds an edited
+    model's column bounds. A pair at its bound then counts in the residual in box form (``f < 0`` allowed).
     """
-    require_per_server(inst, "apf-vds")
+    require_per_server(inst, "apf-vds", allow_limits=True)
     a, A_, B_ = utility_parameters(inst, alpha, A, B)
     x = np.asarray(x, float)
     game = _game(inst, a, A_, B_)
     if lam is None:
         lam = game.multipliers(x)
-    out: dict[str, Any] = {"ncp_residual": game.residual(x, lam), "psi": game.psi(x, lam),
+    ub = pair_bounds(inst, x, bounds)
+    out: dict[str, Any] = {"ncp_residual": game.residual(x, lam, ub), "psi": game.psi(x, lam),
                            "multipliers": {f"{inst.servers[r.server]},{name}": float(v)
                                            for r, li in zip(game.rows, lam) for name, v in zip(r.names, li)}}
     if gains:
@@ -425,6 +493,8 @@ PARAMS = [
     Param("gains", as_bool, True, "solve every server's best response at the result to report its gain"),
 ]
 
+LIMITS_HINT = "only algorithm=best-response (or ncp, which then uses it) supports task limits"
+BUDGET_HINT = "only algorithm=best-response (or ncp, which then uses it) supports budgets"
 DEFAULT_ITER = {"best-response": 500, "ps-mfa": 5_000, "distributed": 100_000}
 DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12}
 
@@ -435,10 +505,16 @@ DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12}
 def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: Any = 0.0,
           algorithm: str = "ncp", tol: float = 0.0, max_iter: int = 0, epsilon: float = 0.1,
           kappa: float = 1.0, polish: bool = True, gains: bool = True) -> Solution:
-    require_per_server(inst, "apf-vds")
+    coupled = inst.has_task_limits or inst.has_budgets
+    require_per_server(inst, "apf-vds", allow_limits=algorithm in ("ncp", "best-response"),
+                       limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT)
     a, A_, B_ = utility_parameters(inst, alpha, A, B)
     details: dict[str, Any] = {"algorithm": algorithm, "alpha": a.tolist(), "A": A_.tolist(),
                                "B": B_.tolist()}
+    if coupled and algorithm == "ncp":  # the NCP (28)-(31) has no rows coupling the servers
+        algorithm = details["algorithm"] = "best-response"
+        details["note"] = ("task limits / budgets couple the servers: solved by best responses, each "
+                           "server bounded by what the others leave")
     if not np.isfinite(a).all():
         if algorithm == "ncp":  # PS-DSF servers have no NCP; their best response is an LP
             algorithm = details["algorithm"] = "best-response"
@@ -467,7 +543,9 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
 def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.ndarray, B_: np.ndarray,
          As: np.ndarray, Bs: np.ndarray, scale: np.ndarray, algorithm: str, tol: float, cap: int,
          epsilon: float, kappa: float, polish: bool, gains: bool, details: dict[str, Any]) -> Solution:
-    tight = None
+    tight, bounds = None, None
+    # an edited model, task limits or budgets: the arrays of ApfGame (the Newton polish) do not know them
+    exotic = session.customize is not None or inst.has_task_limits or inst.has_budgets
     if algorithm == "ncp":
         run = _solve_ncp(inst, session, game, a, As, Bs, polish, details)
         if isinstance(run, Solution):
@@ -476,6 +554,11 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
     elif algorithm == "best-response":
         x, status, info, responders = best_response(inst, session, a, As, Bs, tol, cap)
         message = info.pop("message", "")
+        if session.customize is not None:
+            bounds = np.full(x.shape, np.inf)
+            for i, resp in responders.items():
+                if resp.hook_ub is not None:
+                    bounds[resp.users, i] = resp.hook_ub
         details.update(info)
         duals = [responders[r.server].multipliers() if r.server in responders else np.zeros(0)
                  for r in game.rows] if np.isfinite(a).all() else []
@@ -495,11 +578,19 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
                                        f"{traj[-1]['psi']:.2e}"
     if lam is None:
         lam = game.multipliers(x)
-    if polish and np.isfinite(a).all() and "polish" not in details:
+    if algorithm == "ncp" and session.customize is not None:
+        bounds = details.pop("_bounds")
+    if polish and np.isfinite(a).all() and "polish" not in details and not exotic:
         x, lam, details["polish"] = newton_polish(game, x, lam, tight=tight)
     lam = [li / scale[r.server] for li, r in zip(lam, game.rows)]  # back to the user's g
+    # an NCP-specific hook (one that edits lam, f, ...) cannot run on the per-server models of the gains
+    gains = gains and not (algorithm == "ncp" and session.customize is not None)
     nash = nash_conditions(inst, x, a.tolist(), A_.tolist(), B_.tolist(), lam=lam, session=session,
-                           gains=gains)
+                           gains=gains, bounds=bounds)
+    if algorithm == "ncp" and session.customize is not None:
+        # the edited model's own conditions: its complementarity pairs (box form at the hook's column
+        # bounds) and any rows the hook added, evaluated on the model
+        nash["ncp_residual"] = details["edited_ncp_residual"] = edited_ncp_residual(details.pop("_model"))
     details.update({k: nash[k] for k in ("ncp_residual", "psi", "best_response_gain", "per_server_gain",
                                          "multipliers")})
     details["deviation_from_psdsf"] = dict(zip(inst.users, deviation_from_psdsf(inst, x).tolist()))
@@ -514,6 +605,10 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
         status = Status.CONVERGED
         message = (f"{algorithm} reached its iteration cap; Newton's method on the active set of its last "
                    f"iterate solved the NCP (residual {nash['ncp_residual']:.1e})")
+    elif status is Status.ITERATION_LIMIT and exact and exotic and algorithm == "best-response":
+        status = Status.CONVERGED
+        message = (f"best responses reached their iteration cap at an equilibrium: NCP residual (box form) "
+                   f"{nash['ncp_residual']:.1e}, largest best-response gain {nash['best_response_gain']:.1e}")
     return Solution(x, status, message, details=details, zero_tol=1e-12)
 
 
@@ -523,18 +618,67 @@ def _is_equilibrium(x: np.ndarray, nash: dict[str, Any], tol: float = 1e-8) -> b
                 and (gain is None or gain <= tol))
 
 
+def _box_complementarity(m: pyo.ConcreteModel, inst: Instance) -> np.ndarray:
+    """Re-pose ``x[n,i] ⊥ f[n,i]`` in box form ``lb ≤ x ≤ ub ⊥ f`` for the columns a ``customize`` hook
+    bounded (at ``ub`` the server would give more: ``f ≤ 0``), and return the bounds (users × servers)."""
+    chi = m.chi
+    bounds = np.full((inst.n_users, inst.n_servers), np.inf)
+    for (n, i), v in zip(chi.pairs, chi.x.values()):
+        if v.ub is not None:
+            bounds[n, i] = float(v.ub)
+
+    def pair(m: pyo.ConcreteModel, u: str, s: str) -> Any:
+        v = chi.x[u, s]
+        lb = 0.0 if v.lb is None else float(v.lb)
+        if v.ub is None:
+            return complements(v >= lb, m.f[u, s] >= 0)
+        return complements(pyo.inequality(lb, v, float(v.ub)), m.f[u, s])
+
+    doc = m.x_perp_f.doc
+    m.del_component(m.x_perp_f)
+    m.x_perp_f = Complementarity(chi.P, rule=pair, doc=doc)
+    return bounds
+
+
+def edited_ncp_residual(m: pyo.ConcreteModel) -> float:
+    """The complementarity residual of an edited NCP model, read off the model: ``|x − clip(x − f, lb,
+    ub)|`` for every pair (the box form at the variable's bounds), ``|min(λ, slack)|`` for every row, and
+    the violation of every other active row (a row the hook added), relative to ``max(1, |bound|)``."""
+    res = 0.0
+    for (u, s), v in m.chi.x.items():
+        x, f = float(v.value or 0.0), float(pyo.value(m.f[u, s]))
+        lb = 0.0 if v.lb is None else float(v.lb)
+        ub = math.inf if v.ub is None else float(v.ub)
+        res = max(res, abs(x - min(max(x - f, lb), ub)))
+    for k, lam in m.lam.items():
+        res = max(res, abs(min(float(lam.value or 0.0), float(pyo.value(m.slack[k])))))
+    for c in m.component_data_objects(pyo.Constraint, active=True, descend_into=(pyo.Block,)):
+        if c.parent_component() is m.define_u:
+            continue
+        body = float(pyo.value(c.body))
+        lo = -math.inf if c.lower is None else float(pyo.value(c.lower))
+        hi = math.inf if c.upper is None else float(pyo.value(c.upper))
+        res = max(res, (lo - body) / max(1.0, abs(lo)), (body - hi) / max(1.0, abs(hi)))
+    return res
+
+
 def _solve_ncp(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A: np.ndarray,
                B: np.ndarray, polish: bool, details: dict[str, Any]
                ) -> Solution | tuple[np.ndarray, list[np.ndarray], Status, str]:
     """The Pyomo NCP through the Scholtes loop; once a relaxed solution reveals the active set, a Newton
     polish (if it solves the NCP to 1e-10) ends the loop early."""
     m = build(inst, a.tolist(), A.tolist(), B.tolist())
+    edited = session.customize is not None
+    if edited:  # the hook edits the NCP as built, before the relaxation rewrites it
+        session.apply_customize(m)
+        details["_bounds"] = _box_complementarity(m, inst)
+        details["_model"] = m
     relax = ScholtesRelaxation(m)
     relax.apply()
     polished: dict[str, Any] = {}
 
     def exact_from_here(tau: float) -> bool:
-        if not polish or tau > 1e-4:
+        if not polish or tau > 1e-4 or edited:
             return False
         xp, lp, info = newton_polish(game, *_ncp_point(m, inst, game))
         if info["polished"] and info["residual_after"] <= 1e-10:
@@ -542,9 +686,10 @@ def _solve_ncp(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A
             return True
         return False
 
-    out = relax.solve(session, done=exact_from_here)
+    out = relax.solve(session, TIGHT if edited else None, done=exact_from_here)
     details["scholtes"] = relax.history
     if not out.has_point and not out.ok:
+        details.pop("_bounds", None), details.pop("_model", None)
         return Solution(np.zeros((inst.n_users, inst.n_servers)), out.status, f"Ipopt: {out.message}",
                         details=details)
     if polished:

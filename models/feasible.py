@@ -56,17 +56,20 @@ def pair_index(inst: Instance, servers: Sequence[int] | None = None) -> np.ndarr
 
 
 def feasible_set(inst: Instance, servers: Sequence[int] | None = None,
-                 task_limits: bool = True) -> pyo.Block:
+                 task_limits: bool = True, budgets: bool = True) -> pyo.Block:
     """Build χ for ``inst`` as a concrete block (assign it to a model: ``m.chi = feasible_set(inst)``).
 
     ``servers`` restricts the block to a subset of servers (per-server mechanisms); external
-    resources then count only those servers' tasks. ``task_limits=False`` omits ``X[n] ≤ T[n]``.
+    resources then count only those servers' tasks. ``task_limits=False`` omits ``X[n] ≤ T[n]`` and
+    ``budgets=False`` the budget rows (the per-server mechanisms turn both into column bounds that
+    depend on the other servers' tasks).
     """
     with PauseGC():  # ~10⁶ expression objects: generational GC passes would triple the build time
-        return _feasible_set(inst, servers, task_limits)
+        return _feasible_set(inst, servers, task_limits, budgets)
 
 
-def _feasible_set(inst: Instance, servers: Sequence[int] | None, task_limits: bool) -> pyo.Block:
+def _feasible_set(inst: Instance, servers: Sequence[int] | None, task_limits: bool,
+                  budgets: bool = True) -> pyo.Block:
     U, S = inst.users, inst.servers
     pairs = pair_index(inst, servers)
     b = pyo.Block(concrete=True)
@@ -116,7 +119,7 @@ def _feasible_set(inst: Instance, servers: Sequence[int] | None, task_limits: bo
                 inst.external_capacity[e])
     b.external = pyo.Constraint(list(erows), rule=lambda blk, e: erows[e])
     brows = {}
-    for n in inst.budgeted:
+    for n in inst.budgeted if budgets else ():
         blk = np.arange(start[n], start[n + 1])
         cost = inst.budget_cost[n, pairs[blk, 1]] if blk.size else np.zeros(0)
         nz = np.flatnonzero(cost > 0)

@@ -54,7 +54,15 @@ only: server ``i`` may give user ``n`` at most ``T_n − Σ_{j≠i} x[n,j]`` (a 
 a user that has received ``T_n`` has its limit as its bottleneck everywhere (the certificate's
 ``"tasks"``). Like PS-DSF itself, the fixed point need not be unique: on Fig. 2 with ``T[u3] = 4`` the
 sweeps return ``X = (2.8, 2.8, 4, 11.8)`` (``u3`` served by ``s1``), while ``(3.6, 3.6, 4, 10)`` (``u3`` on
-``s2``) carries the certificate too.
+``s2``) carries the certificate too. **Budgets** likewise: server ``i`` may give ``n`` at most
+``(B_n − Σ_{j≠i} c[n,j] x[n,j]) / c[n,i]`` where ``c[n,i] > 0`` (:func:`~fairalloc.models._perserver.coupling_room`);
+a spent budget is the bottleneck wherever a task costs something (``"budget"``).
+
+**customize**: with a hook every server's model holds a variable for every runnable pair (the others fixed
+at 0, in no row: :func:`~fairalloc.models._perserver.expose_all_pairs`), so a hook for the whole
+allocation runs on each; the hook's column bounds are kept under the loop's own and read by the
+certificate (``"bound"``). Rows a hook adds are honoured by every response; the certificate cannot read
+them, so such a run ends ``converged`` as a fixed point of the edited LPs.
 
 Golden numbers (docs/examples.md (psdsf-fig1, psdsf-fig2, psdsf-table3)): Fig. 1 ``x[u1,s1] = x[u2,s2] =
 6``; Fig. 2 ``X = (3.6, 3.6, 8, 8)``;
@@ -72,7 +80,16 @@ import numpy as np
 import pyomo.environ as pyo
 
 from fairalloc.instance import Instance
-from fairalloc.models._perserver import ServerRows, require_per_server, server_rows, weighted_vds
+from fairalloc.models._perserver import (
+    ServerRows,
+    column_bounds,
+    coupled_users,
+    coupling_room,
+    expose_all_pairs,
+    require_per_server,
+    server_rows,
+    weighted_vds,
+)
 from fairalloc.models.feasible import feasible_set
 from fairalloc.models.maxmin import add_maxmin, progressive_filling
 from fairalloc.registry import Param, Solution, as_float, as_int, choice, mechanism
@@ -99,7 +116,7 @@ class ServerLeximin:
         self.inst, self.i = inst, i
         self.users = np.flatnonzero(inst.runnable[:, i])
         m = pyo.ConcreteModel(name=f"ps-dsf[{inst.name}]@{inst.servers[i]}")
-        m.chi = feasible_set(inst, servers=[i], task_limits=False)
+        m.chi = feasible_set(inst, servers=[i], task_limits=False, budgets=False)
         names = [inst.users[n] for n in self.users]
         s = inst.servers[i]
         m.offset = pyo.Param(names, mutable=True, initialize=0.0,
@@ -110,26 +127,35 @@ class ServerLeximin:
         add_maxmin(m, m.vds)
         self.model = m
         self._vars = [m.chi.x[u, s] for u in names]
-        # a task limit leaves room x[n,i] ≤ T_n − Σ_{j≠i} x[n,j] here: a column bound, set per response
-        self._limited = [(k, float(inst.tasks[n])) for k, n in enumerate(self.users)
-                         if np.isfinite(inst.tasks[n])]
+        # a task limit or a budget leaves room x[n,i] ≤ coupling_room(...) here: a column bound, set per
+        # response (never above a bound the customize hook put on the column)
+        self._limited = coupled_users(inst, i, self.users)
         self._names = names
         self._rows = [*m.maxmin.level.values(), *m.maxmin.floor.values()]  # bodies hold the offsets
         self._handle: Any = None
+        self.hook_ub: np.ndarray | None = None  # the columns' upper bounds once the hook has run
 
     def respond(self, x: np.ndarray, session: Session) -> tuple[np.ndarray, Any]:
         """Server ``i``'s leximin allocation given ``x`` on the other servers (column ``i`` ignored)."""
         m, blk = self.model, self.model.maxmin
+        if self.hook_ub is None:
+            if session.customize is not None:
+                expose_all_pairs(m, self.inst, self.i)
+            session.apply_customize(m)  # the user's edits first: its column bounds are kept below
+            self.hook_ub = column_bounds(self._vars)
         others = x.sum(axis=1) - x[:, self.i]
         for n, u in zip(self.users, self._names):
             m.offset[u] = float(others[n])
             blk.level[u].activate()
             blk.floor_level[u] = -math.inf
-        for k, T in self._limited:
-            self._vars[k].setub(max(0.0, T - float(others[self.users[k]])))
+        if len(self._limited):
+            room = np.minimum(coupling_room(self.inst, x, self.i, self.users[self._limited]),
+                              self.hook_ub[self._limited])
+            for k, ub in zip(self._limited, room):
+                self._vars[k].setub(float(ub))
         if self._handle is not None:  # same HiGHS model, warm: push the new offsets (row constants)
             self._handle.update_rows(self._rows)
-            if self._limited:
+            if len(self._limited):
                 self._handle.update()  # and the limits' column bounds
         out = progressive_filling(m, session, m.vds, handle=self._handle, resolve=RESOLVE)
         self._handle = out.handle
@@ -171,7 +197,8 @@ def _sweeps(inst: Instance, session: Session, tol: float, max_iter: int, servers
             lps += out.lps
             if not out.status.ok:
                 return x, out.status, {"sweeps": sweep, "lps": lps, "max_change": history,
-                                       "message": f"server {inst.servers[i]}: {out.message}"}
+                                       "message": f"server {inst.servers[i]}: {out.message}",
+                                       "column_bounds": hook_caps(inst, models)}
             x[:, i] = col
         step = x - start
         change = float(np.abs(step).max(initial=0.0))
@@ -186,14 +213,14 @@ def _sweeps(inst: Instance, session: Session, tol: float, max_iter: int, servers
             status = Status.TIME_LIMIT
             break
         if step_before is not None and _steady_drift(step_before, step):
-            t = _feasible_ray(rows, x, step, inst.tasks)
+            t = _feasible_ray(rows, x, step, inst, hook_caps(inst, models))
             if t > 1.0:  # jump along the drift to where it must stop; sweeps then decide
                 x = np.maximum(x + t * step, 0.0)
                 jumps += 1
                 log.info("ps-dsf best response: steady drift, extrapolated %.3g sweeps ahead", t)
         step_before = step
     return x, status, {"sweeps": len(history), "lps": lps, "extrapolations": jumps,
-                       "max_change": history}
+                       "max_change": history, "column_bounds": hook_caps(inst, models)}
 
 
 def _steady_drift(a: np.ndarray, b: np.ndarray) -> bool:
@@ -204,15 +231,31 @@ def _steady_drift(a: np.ndarray, b: np.ndarray) -> bool:
         na - nb) <= 1e-3 * nb
 
 
-def _feasible_ray(rows: list[ServerRows], x: np.ndarray, step: np.ndarray,
-                  tasks: np.ndarray | None = None) -> float:
-    """Largest ``t`` with ``x + t·step`` in χ (non-negativity, every server's rows, task limits)."""
+def hook_caps(inst: Instance, models: dict[int, Any]) -> np.ndarray:
+    """``(N, K)`` upper bounds the ``customize`` hook put on the servers' columns (``inf`` elsewhere)."""
+    caps = np.full((inst.n_users, inst.n_servers), np.inf)
+    for i, mod in models.items():
+        if mod.hook_ub is not None:
+            caps[mod.users, i] = mod.hook_ub
+    return caps
+
+
+def _feasible_ray(rows: list[ServerRows], x: np.ndarray, step: np.ndarray, inst: Instance | None = None,
+                  caps: np.ndarray | None = None) -> float:
+    """Largest ``t`` with ``x + t·step`` in χ (non-negativity, every server's rows, task limits, budgets)
+    and below ``caps``."""
     t = np.inf
-    if tasks is not None:
-        grow = step.sum(axis=1)
-        up = (grow > 0) & np.isfinite(tasks)
+    if inst is not None:
+        for limit, use in ((inst.tasks, np.ones_like(x)), (inst.budget_limit, inst.budget_cost)):
+            grow = (use * step).sum(axis=1)
+            up = (grow > 0) & np.isfinite(limit)
+            if up.any():
+                left = limit[up] - (use[up] * x[up]).sum(axis=1)
+                t = min(t, float(np.min(np.maximum(left, 0.0) / grow[up])))
+    if caps is not None:
+        up = (step > 0) & np.isfinite(caps)
         if up.any():
-            t = min(t, float(np.min(np.maximum(tasks[up] - x[up].sum(axis=1), 0.0) / grow[up])))
+            t = min(t, float(np.min(np.maximum(caps[up] - x[up], 0.0) / step[up])))
     neg = step < 0
     if neg.any():
         t = min(t, float(np.min(x[neg] / -step[neg])))
@@ -361,6 +404,7 @@ def distributed(inst: Instance, seed: int = 0, tol: float = 1e-9, max_iter: int 
 
 # ---------------------------------------------------------------------- mechanism
 LIMITS_HINT = "only algorithm=best-response supports task limits; omit 'tasks' for the others"
+BUDGET_HINT = "only algorithm=best-response supports budgets; omit 'budget' for the others"
 
 
 def build(inst: Instance, **_: Any) -> pyo.ConcreteModel:
@@ -386,21 +430,29 @@ PARAMS = [
            summary="per-server dominant-share fairness: leximin of VDS at every server (fixed point)")
 def solve(inst: Instance, session: Session, algorithm: str = "best-response", tol: float = 1e-8,
           max_iter: int = 5000, seed: int = 0) -> Solution:
-    require_per_server(inst, "ps-dsf", allow_limits=algorithm == "best-response", limits_hint=LIMITS_HINT)
+    require_per_server(inst, "ps-dsf", allow_limits=algorithm == "best-response", limits_hint=LIMITS_HINT,
+                       budget_hint=BUDGET_HINT)
+    bounds = None
     if algorithm == "best-response":
         x, status, info = best_response(inst, session, tol, max_iter)
+        bounds = info.pop("column_bounds")
     elif algorithm == "paper":
         x, status, info = algorithm_i(inst, min(tol, 1e-9), max_iter)
     else:
         x, status, info = distributed(inst, seed, min(tol, 1e-9), max_iter)
-    cert = psdsf_certificate(inst, x)
-    if status is Status.CONVERGED and not cert["holds"]:
+    cert = psdsf_certificate(inst, x, bounds=bounds)
+    edited = session.customize is not None
+    message = info.pop("message", "") or ("" if status.ok else f"{algorithm}: {status.value}")
+    if status is Status.CONVERGED and not cert["holds"] and edited:
+        # the hook added rows the certificate cannot read: what remains is the fixed point itself, every
+        # server's leximin LP of the edited model solved to optimality at it
+        message = ("fixed point of the edited per-server leximin LPs; the Thm 1 certificate reads column "
+                   "bounds only and names pairs the other edits block (details.certificate)")
+    elif status is Status.CONVERGED and not cert["holds"]:
         log.warning("ps-dsf (%s) converged but the certificate fails: %s", algorithm, cert["failures"])
         status = worst(status, Status.ERROR)
-    vds = weighted_vds(inst, x)
-    message = info.pop("message", "") or ("" if status.ok else f"{algorithm}: {status.value}")
-    if status is Status.ERROR:
         message = "fixed point reached but the PS-DSF certificate fails (see details.certificate)"
+    vds = weighted_vds(inst, x)
     return Solution(x, status, message, details={
         "algorithm": algorithm, **info, "certificate": cert,
         "weighted_vds": {u: {s: float(vds[n, i]) for i, s in enumerate(inst.servers)

@@ -46,7 +46,8 @@ def test_parse_arrays_and_roundtrip(tmp_path: Path) -> None:
     assert g.time_shared and g.has_budgets and load_instance(save_instance(g, tmp_path / "g")) == g
 
 
-@pytest.mark.parametrize("mech", ["drfh", "tsf", "tsf-er", "mnw", "cru", "drf-er"])
+@pytest.mark.parametrize("mech", ["drfh", "tsf", "tsf-er", "mnw", "cru", "drf-er", "drf-alpha", "tsf-alpha",
+                                  "ps-dsf", "apf-vds"])
 def test_mechanisms_respect_budgets(mech: str) -> None:
     inst = parse_instance(_demand_doc())
     free = fairalloc.solve(inst.replace(budget_limit=np.full(2, np.inf)), mech)
@@ -57,7 +58,7 @@ def test_mechanisms_respect_budgets(mech: str) -> None:
     assert feasibility(inst, x)["holds"]
 
 
-@pytest.mark.parametrize("mech", ["tsf", "tsf-er", "mnw"])
+@pytest.mark.parametrize("mech", ["tsf", "tsf-er", "mnw", "ps-dsf", "apf-vds"])
 def test_time_shared_budgets(mech: str) -> None:
     inst = load_instance(GAVEL)
     x = fairalloc.solve(inst, mech).allocation
@@ -74,11 +75,46 @@ def test_verification_reports_budget_violation() -> None:
     assert not rep["holds"] and rep["worst_row"] == "budget[u1]" and rep["max_violation"] == pytest.approx(1)
 
 
-@pytest.mark.parametrize("mech", ["drf", "ps-dsf", "apf-vds", "tsf-er-online"])
+@pytest.mark.parametrize("mech", ["drf", "tsf-er-online"])
 def test_unsupported_mechanisms_refuse(mech: str) -> None:
     inst = parse_instance(_demand_doc())
     with pytest.raises(InstanceError, match=f"'{mech}' does not support budgets"):
         fairalloc.solve(inst, mech)
+
+
+@pytest.mark.parametrize("mech, params", [("ps-dsf", {"algorithm": "paper"}),
+                                          ("ps-dsf", {"algorithm": "distributed"}),
+                                          ("apf-vds", {"algorithm": "ps-mfa"}),
+                                          ("apf-vds", {"algorithm": "distributed"})])
+def test_per_server_array_algorithms_refuse(mech: str, params: dict) -> None:
+    with pytest.raises(InstanceError, match=r"budgets \(users u1\) couple the servers.*best-response"):
+        fairalloc.solve(parse_instance(_demand_doc()), mech, **params)
+
+
+def test_psdsf_budget_is_a_bottleneck() -> None:
+    """Best responses from x = 0, s1 first: s1 gives u1 its leximin share up to what the budget allows,
+    s2 the rest of the budget. At the fixed point u1 has spent its budget; the budget is its bottleneck
+    at both servers (both price its tasks), u2's is memory; the certificate says so."""
+    inst = parse_instance(_demand_doc())
+    r = fairalloc.solve(inst, "ps-dsf")
+    assert r.status.value == "converged", r.message
+    assert _spent(inst, r.allocation)[0] == pytest.approx(2, rel=1e-7)
+    cert = r.details["certificate"]
+    assert cert["holds"] and cert["bottleneck"]["u1"] == {"s1": "budget", "s2": "budget"}
+    free = inst.replace(budget_cost=np.array([[0.5, 0.0], [0.0, 0.0]]))  # s2 free for u1
+    cert = fairalloc.solve(free, "ps-dsf").details["certificate"]
+    assert cert["holds"] and cert["bottleneck"]["u1"]["s2"] != "budget"
+
+
+def test_apf_vds_budget_equilibrium_is_certified() -> None:
+    """αPF-VDS with a budget: the NCP route hands over to best responses; the end point is an equilibrium
+    of the game with the budget (NCP residual in box form, every server's best-response gain ≈ 0)."""
+    inst = parse_instance(_demand_doc())
+    for alpha in (0.5, 1, 2):
+        r = fairalloc.solve(inst, "apf-vds", alpha=alpha)
+        assert r.ok and r.details["algorithm"] == "best-response", r.message
+        assert _spent(inst, r.allocation)[0] <= 2 * (1 + 1e-9)
+        assert r.details["ncp_residual"] <= 1e-7 and r.details["best_response_gain"] <= 1e-9
 
 
 @pytest.mark.parametrize("budget, field", [

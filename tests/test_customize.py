@@ -106,30 +106,51 @@ def test_a_failing_hook_names_the_model():
         fairalloc.solve(FIG1, "drfh", customize="not callable")
 
 
-# The per-server mechanisms are being reworked on another branch so that they honour the hook (or refuse
-# it with a clear error); these pass once that lands.
-@pytest.mark.xfail(reason="ps-dsf best response: certificate judged against the unedited instance",
-                   strict=False)
 def test_psdsf_honours_the_edit():
+    """Fig. 1 with x[u1,s1] ≤ 3: s1's leximin gives u1 its bound and u2 the rest of s1's memory (3), s2
+    stays u2's (6). The certificate names the bound as u1's bottleneck at s1."""
     r = fairalloc.solve(FIG1, "ps-dsf", customize=cap_u1)
     assert r.ok, r.message
-    assert r.x[0, 0] <= 3.0 + 1e-6 * 3
+    np.testing.assert_allclose(r.x, [[3, 0], [3, 6]], rtol=1e-7)
+    assert r.details["certificate"]["holds"] and r.details["certificate"]["bottleneck"]["u1"] == {
+        "s1": "bound"}
     r = fairalloc.solve(FIG1, "ps-dsf", customize=cap_u2)
     assert r.ok and r.x[1, 0] <= 0.2 + 1e-7
 
 
-PENDING = pytest.mark.xfail(reason="apf-vds: NCP/best responses must honour the hook or refuse it",
-                            strict=False)
+def test_psdsf_row_edit_is_a_fixed_point_not_a_certificate():
+    def row(model, instance):  # a new row, not a column bound: the certificate cannot read it
+        if ("u1", "s1") in model.chi.x:
+            model.u1_row = pyo.Constraint(expr=model.chi.x["u1", "s1"] <= 2.5)
+
+    r = fairalloc.solve(FIG1, "ps-dsf", customize=row)
+    assert r.status.value == "converged" and "fixed point of the edited" in r.message
+    np.testing.assert_allclose(r.x, [[2.5, 0], [3.5, 6]], rtol=1e-7)
+    assert not r.details["certificate"]["holds"]
 
 
-@pytest.mark.parametrize("algorithm", [pytest.param("ncp", marks=PENDING),
-                                       pytest.param("best-response", marks=PENDING),
-                                       "ps-mfa", "distributed"])
+@pytest.mark.parametrize("algorithm", ["ncp", "best-response", "ps-mfa", "distributed"])
 def test_apf_vds_honours_or_refuses_the_edit(algorithm):
+    """ncp: the hook edits the NCP, whose x ⊥ f pairs then take the box form at the bound; best-response:
+    every server's NLP. The array algorithms (ps-mfa, distributed) refuse the hook."""
     try:
         r = fairalloc.solve(FIG1, "apf-vds", algorithm=algorithm, customize=cap_u1, gains=False)
     except ParameterError as exc:
-        assert "customize" in str(exc)
+        assert "customize" in str(exc) and algorithm in ("ps-mfa", "distributed")
         return
     assert r.ok, r.message
-    assert r.x[0, 0] <= 3.0 + 1e-6 * 3
+    np.testing.assert_allclose(r.x, [[3, 0], [3, 6]], rtol=1e-6, atol=1e-6)
+    assert r.details["ncp_residual"] <= 1e-6
+
+
+@pytest.mark.parametrize("mech", ["drfh", "tsf-er", "mnw", "ps-dsf", "apf-vds"])
+def test_the_issue_lambda_runs_on_every_mechanism(mech):
+    """The one-line hook of the docs, written for the whole allocation, also on the per-server
+    mechanisms (each server's model holds every pair; only its own enter rows)."""
+    r = fairalloc.solve(FIG1, mech, customize=lambda m, inst: m.chi.x["u2", "s1"].setub(0.2))
+    assert r.ok, r.message
+    assert r.x[1, 0] <= 0.2 * (1 + 1e-6)
+    if mech in ("drfh", "tsf-er"):
+        np.testing.assert_allclose(r.tasks, [5.8, 6.2], rtol=1e-7)
+    if mech == "ps-dsf":  # the bound is slack at PS-DSF's point: unchanged, x[u1,s1] = x[u2,s2] = 6
+        np.testing.assert_allclose(r.x, [[6, 0], [0, 6]], rtol=1e-7)

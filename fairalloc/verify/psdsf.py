@@ -10,8 +10,13 @@ which no user with a positive allocation has a larger weighted virtual dominant 
     \qquad s_{n,i} = X_n / \gamma_{n,i} \quad \text{([PSDSF] (12)–(13))}.
 
 On the time-shared form each server has one resource, its time: saturated when
-``Σ_m x[m,i]/γ[m,i] = 1``, demanded by every user that can run there. A user with a task limit that has
-received it (``X_n = T_n``) cannot rise anywhere: its bottleneck is its limit (``"tasks"``).
+``Σ_m x[m,i]/γ[m,i] = 1``, demanded by every user that can run there.
+
+Beyond the paper (its users have unlimited tasks and no budgets): a user with a task limit that has
+received it (``X_n = T_n``) cannot rise anywhere: its bottleneck is its limit (``"tasks"``); a user that has
+spent its budget (``Σ_j c[n,j] x[n,j] = B_n``) cannot rise where a task costs something (``c[n,i] > 0``:
+``"budget"``); and a pair at an upper bound that an edited model put on ``x[n,i]`` (``bounds``, from a
+``customize`` hook) cannot rise there (``"bound"``).
 """
 
 from __future__ import annotations
@@ -25,13 +30,15 @@ from fairalloc.instance import Instance
 __all__ = ["psdsf_certificate"]
 
 
-def psdsf_certificate(inst: Instance, x: np.ndarray, tol: float = 1e-6) -> dict[str, Any]:
+def psdsf_certificate(inst: Instance, x: np.ndarray, tol: float = 1e-6,
+                      bounds: np.ndarray | None = None) -> dict[str, Any]:
     """Check [PSDSF] Thm 1 on ``x``; name every (user, server) pair without a bottleneck resource.
 
     ``tol`` is relative: a resource is saturated when its usage is within ``tol·max(1, c)`` of its
     capacity, and VDS comparisons allow ``tol·max(1, s)``; allocations below ``tol·max(1, max x)`` count
     as zero. Returns ``holds``, ``failures`` (list of ``{user, server, reason}``) and, for every pair
-    that passes, its ``bottleneck`` resource.
+    that passes, its ``bottleneck`` resource. ``bounds`` (users × servers, ``inf`` = none) are upper
+    bounds on single pairs (an edited model's column bounds).
     """
     x = np.asarray(x, float)
     vds = inst.vds(x, weighted=True)
@@ -50,8 +57,15 @@ def psdsf_certificate(inst: Instance, x: np.ndarray, tol: float = 1e-6) -> dict[
     bottleneck: dict[str, dict[str, str]] = {}
     X = x.sum(axis=1)
     at_limit = X >= inst.tasks - tol * np.maximum(1.0, np.where(np.isfinite(inst.tasks), inst.tasks, 1.0))
+    B = inst.budget_limit
+    spent = (inst.budget_cost * x).sum(axis=1)
+    broke = np.isfinite(B) & (spent >= B - tol * np.maximum(1.0, np.where(np.isfinite(B), B, 1.0)))
+    capped = (np.zeros_like(x, bool) if bounds is None else
+              np.isfinite(bounds) & (x >= bounds - tol * np.maximum(1.0, np.abs(np.where(
+                  np.isfinite(bounds), bounds, 1.0)))))
     for n, i in np.argwhere(inst.runnable):
-        found = "tasks" if at_limit[n] else None
+        found = ("tasks" if at_limit[n] else "budget" if broke[n] and inst.budget_cost[n, i] > 0 else
+                 "bound" if capped[n, i] else None)
         for r in range(len(names) if found is None else 0):
             if demand[n, i, r] <= 0 or not saturated[i, r]:
                 continue
