@@ -194,10 +194,10 @@ class Mechanism:
 
 _REGISTRY: dict[str, Mechanism] = {}
 
-#: Mechanisms that compute their allocation outside χ and so cannot honour per-user budgets: DRF pools the
-#: servers (a budget prices tasks per server), tsf-er-online places whole tasks by Algorithm 2's greedy rule.
-#: The per-server mechanisms honour budgets with their best responses (a column bound per response).
-NO_BUDGETS = frozenset({"drf", "tsf-er-online"})
+#: Mechanisms that cannot honour per-user budgets: DRF pools the servers (a budget prices tasks per
+#: server). The per-server mechanisms honour budgets with their best responses (a column bound per
+#: response); tsf-er-online places a whole task only where the user can still afford it.
+NO_BUDGETS = frozenset({"drf"})
 
 
 def mechanism(name: str, *, summary: str | None = None, problem: str = "lp", reference: str = "",

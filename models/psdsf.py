@@ -55,8 +55,9 @@ a user that has received ``T_n`` has its limit as its bottleneck everywhere (the
 ``"tasks"``). Like PS-DSF itself, the fixed point need not be unique: on Fig. 2 with ``T[u3] = 4`` the
 sweeps return ``X = (2.8, 2.8, 4, 11.8)`` (``u3`` served by ``s1``), while ``(3.6, 3.6, 4, 10)`` (``u3`` on
 ``s2``) carries the certificate too. **Budgets** likewise: server ``i`` may give ``n`` at most
-``(B_n − Σ_{j≠i} c[n,j] x[n,j]) / c[n,i]`` where ``c[n,i] > 0`` (:func:`~fairalloc.models._perserver.coupling_room`);
-a spent budget is the bottleneck wherever a task costs something (``"budget"``).
+``(B_n − Σ_{j≠i} c[n,j] x[n,j]) / c[n,i]`` where ``c[n,i] > 0``
+(:func:`~fairalloc.models._perserver.coupling_room`); a spent budget is the bottleneck wherever a task
+costs something (``"budget"``).
 
 **customize**: with a hook every server's model holds a variable for every runnable pair (the others fixed
 at 0, in no row: :func:`~fairalloc.models._perserver.expose_all_pairs`), so a hook for the whole

@@ -96,6 +96,9 @@ class ClusterState:
         self.eligible = np.zeros((0, K), bool)
         self.inc = np.zeros(0)  # one-task share 1/(φ η)
         self.running = np.zeros((0, K), int)  # running tasks per (user, server)
+        self.cost = np.zeros((0, K))  # budget cost of one task per (user, server)
+        self.budget = np.zeros(0)  # per-user budget B_n (inf: none)
+        self.budget_left = np.zeros(0)
         self.queue: dict[Hashable, deque[int]] = {}
         self.where: dict[int, tuple[Hashable, int]] = {}  # running task -> (user, server)
         self.started: list[tuple[int, Hashable, int]] = []  # placements since the last drain
@@ -107,9 +110,11 @@ class ClusterState:
 
     # ------------------------------------------------------------------ users
     def add_user(self, key: Hashable, demand: np.ndarray, ext_demand: np.ndarray | None = None,
-                 eligible: np.ndarray | None = None, eta: float = 1.0, weight: float = 1.0) -> None:
+                 eligible: np.ndarray | None = None, eta: float = 1.0, weight: float = 1.0,
+                 cost: np.ndarray | None = None, budget: float = np.inf) -> None:
         """A user arrives (with an empty queue). ``eligible`` defaults to every server; servers that
-        lack a resource it demands are never feasible anyway."""
+        lack a resource it demands are never feasible anyway. ``budget``/``cost``: a task on server
+        ``i`` costs ``cost[i]`` of the user's budget; a task it cannot afford does not fit."""
         if key in self.row:
             raise ValueError(f"user {key!r} is already present")
         K, E = self.capacity.shape[0], self.ext_capacity.size
@@ -122,6 +127,10 @@ class ClusterState:
         self.eligible = np.vstack([self.eligible, el[None, :]])
         self.inc = np.append(self.inc, 1.0 / (weight * eta))
         self.running = np.vstack([self.running, np.zeros((1, K), int)])
+        row = np.zeros(K) if cost is None else np.asarray(cost, float)
+        self.cost = np.vstack([self.cost, row[None, :]])
+        self.budget = np.append(self.budget, float(budget))
+        self.budget_left = np.append(self.budget_left, float(budget))
         self.queue[key] = deque()
 
     def remove_user(self, key: Hashable) -> None:
@@ -131,7 +140,7 @@ class ClusterState:
             raise ValueError(f"user {key!r} still has tasks")
         del self.queue[key]
         self.keys.pop(k)
-        for a in ("demand", "ext_demand", "eligible", "inc", "running"):
+        for a in ("demand", "ext_demand", "eligible", "inc", "running", "cost", "budget", "budget_left"):
             setattr(self, a, np.delete(getattr(self, a), k, axis=0))
         for j, key2 in enumerate(self.keys[k:], k):
             self.row[key2] = j
@@ -168,7 +177,12 @@ class ClusterState:
         """``F[k, i]``: one more task of user ``k`` fits on server ``i`` (server resources and every
         external resource serving ``i``; placement constraints)."""
         srv = (self.avail[None, :, :] >= self.demand[:, None, :] - self.eps).all(axis=2)
-        return srv & self.eligible & ~self._ext_blocked()
+        return srv & self.eligible & ~self._ext_blocked() & self._affordable()
+
+    def _affordable(self) -> np.ndarray:
+        """``A[k, i]``: user ``k``'s budget covers one more task on server ``i`` (relative tolerance)."""
+        return self.cost <= self.budget_left[:, None] + FIT_TOL * np.where(
+            np.isfinite(self.budget), self.budget, 0.0)[:, None]
 
     def _ext_blocked(self) -> np.ndarray:
         if not self.ext_capacity.size:
@@ -177,7 +191,8 @@ class ClusterState:
         return (short @ self._scope_f) > 0
 
     def _server_fit(self, i: int) -> np.ndarray:
-        return (self.avail[i][None, :] >= self.demand - self.eps).all(axis=1) & self.eligible[:, i]
+        return ((self.avail[i][None, :] >= self.demand - self.eps).all(axis=1) & self.eligible[:, i]
+                & self._affordable()[:, i])
 
     def best_fit(self, k: int, servers: np.ndarray) -> int:
         """Line 6 of AllocateFromQueues: the feasible server whose free resources are closest (squared,
@@ -193,6 +208,7 @@ class ClusterState:
         self.avail[i] -= self.demand[k]
         self.ext_avail -= self.ext_demand[k] * self.scope[:, i]
         self.running[k, i] += 1
+        self.budget_left[k] -= self.cost[k, i]
         self.where[task] = (key, i)
         self.started.append((task, key, i))
         return task
@@ -209,6 +225,8 @@ class ClusterState:
         epos = ed > 0
         if epos.any():
             n = min(n, float(np.floor((self.ext_avail[epos] + self.ext_eps[epos]) / ed[epos]).min()))
+        if self.cost[k, i] > 0 and np.isfinite(self.budget[k]):
+            n = min(n, float(np.floor((self.budget_left[k] + FIT_TOL * self.budget[k]) / self.cost[k, i])))
         return int(max(n, 0.0))
 
     def place_many(self, k: int, i: int, count: int) -> None:
@@ -218,6 +236,7 @@ class ClusterState:
         self.avail[i] -= count * self.demand[k]
         self.ext_avail -= count * self.ext_demand[k] * self.scope[:, i]
         self.running[k, i] += count
+        self.budget_left[k] -= count * self.cost[k, i]
         for _ in range(count):
             task = q.popleft()
             self.where[task] = (key, i)
@@ -230,6 +249,7 @@ class ClusterState:
         self.avail[i] += self.demand[k]
         self.ext_avail += self.ext_demand[k] * self.scope[:, i]
         self.running[k, i] -= 1
+        self.budget_left[k] += self.cost[k, i]
         return key
 
     def enqueue(self, key: Hashable, tasks: Iterable[int], front: bool = False) -> None:
@@ -248,6 +268,7 @@ class ClusterState:
             back.setdefault(self.where[t][0], []).append(t)
         self.where.clear()
         self.running[:] = 0
+        self.budget_left = self.budget.copy()
         self.avail = self.capacity.copy()  # exact: no drift from many += / -=
         self.ext_avail = self.ext_capacity.copy()
         for key, ts in back.items():
@@ -290,6 +311,8 @@ def allocate_from_queues(state: ClusterState) -> int:
             blocked = state._ext_blocked()
             fits &= ~blocked
         fits[:, i] = state._server_fit(i) & ~blocked[:, i]
+        if np.isfinite(state.budget[k]):  # less budget left: may no longer afford other servers
+            fits[k] &= state._affordable()[k]
         feas = (waiting > 0) & fits.any(axis=1)
     return placed
 
@@ -333,7 +356,8 @@ def one_reallocation(inst: Instance) -> np.ndarray:
     next_id = 0
     for n, u in enumerate(inst.users):
         sched.add_user(u, inst.demand[n], inst.external_demand[n], inst.runnable[n],
-                       eta=float(inst.eta[n]), weight=float(inst.weight[n]))
+                       eta=float(inst.eta[n]), weight=float(inst.weight[n]), cost=inst.budget_cost[n],
+                       budget=float(inst.budget_limit[n]))
         count = counts[n]
         sched.enqueue(u, range(next_id, next_id + count))
         next_id += count

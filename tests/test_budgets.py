@@ -47,7 +47,7 @@ def test_parse_arrays_and_roundtrip(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mech", ["drfh", "tsf", "tsf-er", "mnw", "cru", "drf-er", "drf-alpha", "tsf-alpha",
-                                  "ps-dsf", "apf-vds"])
+                                  "ps-dsf", "apf-vds", "tsf-er-online"])
 def test_mechanisms_respect_budgets(mech: str) -> None:
     inst = parse_instance(_demand_doc())
     free = fairalloc.solve(inst.replace(budget_limit=np.full(2, np.inf)), mech)
@@ -75,7 +75,7 @@ def test_verification_reports_budget_violation() -> None:
     assert not rep["holds"] and rep["worst_row"] == "budget[u1]" and rep["max_violation"] == pytest.approx(1)
 
 
-@pytest.mark.parametrize("mech", ["drf", "tsf-er-online"])
+@pytest.mark.parametrize("mech", ["drf"])
 def test_unsupported_mechanisms_refuse(mech: str) -> None:
     inst = parse_instance(_demand_doc())
     with pytest.raises(InstanceError, match=f"'{mech}' does not support budgets"):
@@ -89,6 +89,16 @@ def test_unsupported_mechanisms_refuse(mech: str) -> None:
 def test_per_server_array_algorithms_refuse(mech: str, params: dict) -> None:
     with pytest.raises(InstanceError, match=r"budgets \(users u1\) couple the servers.*best-response"):
         fairalloc.solve(parse_instance(_demand_doc()), mech, **params)
+
+
+def test_tsf_er_online_places_only_affordable_tasks() -> None:
+    """u1's budget 2 buys 4 tasks on s1 (0.5 each) or 2 on s2 (1 each): one Reallocation places whole
+    tasks and never spends more than 2; a budget below the cheapest task places nothing."""
+    inst = parse_instance(_demand_doc())
+    x = fairalloc.solve(inst, "tsf-er-online").allocation
+    assert _spent(inst, x)[0] <= 2 and (x == np.round(x)).all()
+    broke = inst.replace(budget_limit=np.array([0.4, np.inf]))  # cannot afford a single task
+    assert fairalloc.solve(broke, "tsf-er-online").allocation[0].sum() == 0
 
 
 def test_psdsf_budget_is_a_bottleneck() -> None:
