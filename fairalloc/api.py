@@ -25,6 +25,7 @@ from fairalloc.partition import take_params as take_partition_params
 from fairalloc.registry import get_mechanism
 from fairalloc.result import Result, snap_zeros
 from fairalloc.solvers import Session
+from fairalloc.status import Status
 from fairalloc.versions import versions
 
 __all__ = ["as_instance", "solve"]
@@ -34,6 +35,25 @@ log = logging.getLogger(__name__)
 
 def as_instance(instance: Instance | str | os.PathLike[str]) -> Instance:
     return instance if isinstance(instance, Instance) else load_instance(instance)
+
+
+def _guard_feasibility(inst: Instance, sol: Any, x: Any, customize: Any) -> None:
+    """A result marked ``optimal``/``converged`` must be feasible for the instance, each row to 1e-6 of its
+    own bound. A solver may meet a badly scaled row only by a tiny negative entry on a column with a
+    huge coefficient (``x = −2·10⁻⁹`` times a demand of 8·10⁴ frees room another user then takes);
+    reported with that entry at 0, the row is over. Such a point is not a certified answer: the status
+    becomes ``error``, naming the row. (Not for edited models, whose hook may change χ.)"""
+    if not sol.status.ok or customize is not None or sol.servers is not None \
+            or x.shape != (inst.n_users, inst.n_servers):
+        return
+    from fairalloc.verify.feasibility import feasibility
+
+    feas = feasibility(inst, x)
+    if not feas["holds"]:
+        sol.status = Status.ERROR
+        sol.message = (f"the solver's point violates {feas['worst_row']} by "
+                       f"{feas['max_relative_violation']:.2g} of its bound (solver tolerances on a "
+                       "badly scaled LP); try another --solver. " + sol.message).strip()
 
 
 def _user_scale(inst: Instance, sol: Any) -> np.ndarray | None:
@@ -107,10 +127,11 @@ def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver
             "hook": getattr(customize, "__qualname__", repr(customize)),
             "models": session.customized}}
     st = session.stats
+    allocation = snap_zeros(sol.allocation, sol.zero_tol, _user_scale(inst, sol))
+    _guard_feasibility(inst, sol, allocation, customize)
     result = Result(
         instance=inst.name, mechanism=mech.name, status=sol.status, users=inst.users,
-        servers=sol.servers or inst.servers, allocation=snap_zeros(sol.allocation, sol.zero_tol,
-                                                                           _user_scale(inst, sol)),
+        servers=sol.servers or inst.servers, allocation=allocation,
         message=sol.message, parameters=values,
         solver={"name": st.solver or "none", "solves": st.solves, "iterations": st.iterations,
                 "seconds": round(st.solve_seconds, 6), "max_kkt_residual": st.max_kkt,

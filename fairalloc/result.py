@@ -30,15 +30,19 @@ class ResultError(FairallocError, ValueError):
 
 
 def snap_zeros(x: np.ndarray, rel_tol: float = 1e-9, scale: np.ndarray | None = None) -> np.ndarray:
-    """Set entries with ``|x[n,i]| ≤ rel_tol·scale[n]`` to exactly zero (solver noise, not tasks).
+    """Set solver noise to exactly zero, relative to each user's own numbers: entries with
+    ``|x[n,i]| ≤ rel_tol·max(Σ_i |x[n,i]|, 10⁻³·scale[n])``.
 
-    ``scale`` is each user's own scale (``η_n``, the most tasks it could run alone); without it, the
-    largest entry of the user's row. Relative per user: a user whose best is 5·10⁻⁷ tasks keeps them
-    next to one running 5000."""
+    ``scale`` is each user's own scale (``η_n``, the most tasks it could run alone; without it, the
+    largest entry of the user's row). Relative to the user's total, so a split across servers loses only
+    its noise and a user whose allocation is tiny — 10⁻¹¹ tasks because another user holds a shared
+    resource — keeps it; the ``10⁻³·scale`` floor clears a row that is noise as a whole (≤ 10⁻¹²·η_n at
+    the default ``rel_tol``). Per user: one running 5·10⁻⁷ tasks keeps them next to one running 5000."""
     x = np.array(x, dtype=float, copy=True)
     if x.size:
         s = np.nanmax(np.abs(x), axis=1) if scale is None else np.asarray(scale, float)
-        x[np.abs(x) <= rel_tol * s[:, None]] = 0.0
+        total = np.abs(x).sum(axis=1)
+        x[np.abs(x) <= rel_tol * np.maximum(total, 1e-3 * s)[:, None]] = 0.0
     return x
 
 

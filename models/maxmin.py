@@ -50,20 +50,49 @@ log = logging.getLogger(__name__)
 PROBE_TOL = 1e-6  # relative rise of a probed user's share that still counts as blocked
 
 
-def add_maxmin(m: pyo.ConcreteModel, share: Any, name: str = "maxmin") -> pyo.Block:
+def add_maxmin(m: pyo.ConcreteModel, share: Any, name: str = "maxmin", scale: float = 1.0) -> pyo.Block:
     """Add the max-min LP on top of ``share`` (an indexed Expression over users) to ``m``:
-    ``t`` (the common level), ``level[n]: share[n] ≥ t``, ``floor[n]: share[n] ≥ floor_level[n]``
-    (inactive bound until ``n`` is frozen) and ``objective: max t``."""
+    ``t`` (the common level, in units of ``scale``), ``level[n]: share[n]/scale ≥ t``,
+    ``floor[n]: share[n]/scale ≥ floor_level[n]/scale`` (inactive bound until ``n`` is frozen) and
+    ``objective: max t``.
+
+    ``scale`` (the mutable ``inv_scale = 1/scale``) puts the level near 1 in the solver's units: a level
+    of 1e-11 shares would otherwise sit below every solver tolerance and read as 0 (a user whose share
+    is tiny in every feasible allocation, e.g. one that can run only on a tiny server). Give an estimate
+    of the first level (:func:`leximin_model` uses the equal split's smallest share); progressive
+    filling re-scales between rounds when the level moves by more than 10³. Levels and floors are
+    always read and set in the share's own units."""
     users = list(share.keys())
     blk = pyo.Block(concrete=True)
     m.add_component(name, blk)
-    blk.t = pyo.Var(doc="common level of the active users")
+    blk.t = pyo.Var(doc="common level of the active users, in units of 1/inv_scale")
+    blk.inv_scale = pyo.Param(mutable=True, initialize=1.0 / scale if 0 < scale < math.inf else 1.0,
+                              doc="1/(the level's order of magnitude): the rows' scale")
     blk.floor_level = pyo.Param(users, mutable=True, initialize=-math.inf, domain=pyo.Any,
                                 doc="level at which a frozen user is held (-inf while active)")
-    blk.level = pyo.Constraint(users, rule=lambda b, n: share[n] - b.t >= 0)
-    blk.floor = pyo.Constraint(users, rule=lambda b, n: share[n] >= b.floor_level[n])
+    blk.level = pyo.Constraint(users, rule=lambda b, n: b.inv_scale * share[n] - b.t >= 0)
+    blk.floor = pyo.Constraint(users, rule=lambda b, n: b.inv_scale * share[n]
+                               >= b.inv_scale * b.floor_level[n])
     blk.objective = pyo.Objective(expr=blk.t, sense=pyo.maximize)
     return blk
+
+
+def level_of(blk: pyo.Block) -> float:
+    """The common level ``t`` of the last solve, in the share's units."""
+    return float(pyo.value(blk.t)) / float(pyo.value(blk.inv_scale))
+
+
+def rescale(blk: pyo.Block, handle: Any, t: float) -> bool:
+    """Put the next level near 1 in the solver's units when ``t`` (a level in share units) is more than
+    10³ away from the current scale; push the changed coefficients. Returns whether it did."""
+    inv = float(pyo.value(blk.inv_scale))
+    if not (t > 0 and math.isfinite(t)) or 1e-3 <= t * inv <= 1e3:
+        return False
+    blk.inv_scale = 1.0 / t
+    rows = [*blk.level.values(), *blk.floor.values()]
+    if hasattr(handle, "update_rows"):
+        handle.update_rows(rows)
+    return True
 
 
 def leximin_model(inst: Instance, coeff: np.ndarray, name: str,
@@ -75,8 +104,19 @@ def leximin_model(inst: Instance, coeff: np.ndarray, name: str,
     m.chi = feasible_set(inst)
     c = dict(zip(inst.users, map(float, coeff)))
     m.share = pyo.Expression(m.chi.N, rule=lambda m, n: c[n] * m.chi.X[n], doc=doc)
-    add_maxmin(m, m.share)
+    add_maxmin(m, m.share, scale=first_level_estimate(inst, coeff))
     return m
+
+
+def first_level_estimate(inst: Instance, coeff: np.ndarray) -> float:
+    """The smallest share ``coeff_n X_n`` at the weighted equal split (feasible, positive on every
+    runnable pair): a lower bound on the first max-min level, and within a small factor of it on the
+    instances tried (the scale of :func:`add_maxmin`)."""
+    from fairalloc.models.feasible import uniform_split
+
+    s = np.asarray(coeff, float) * uniform_split(inst).sum(axis=1)
+    s = s[np.isfinite(s) & (s > 0)]
+    return float(s.min()) if s.size else 1.0
 
 
 @dataclass
@@ -112,7 +152,8 @@ def _shares(handle: Any, blk: pyo.Block, share: Any, users: list[Any], t: float)
     act = None if fn is None else fn([blk.level[n] for n in users])
     if act is None:
         return [float(pyo.value(share[n])) for n in users]
-    return (np.asarray(act, float) + t).tolist()
+    inv = float(pyo.value(blk.inv_scale))  # the rows read inv_scale·share − t'
+    return ((np.asarray(act, float) + t * inv) / inv).tolist()
 
 
 def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name: str = "maxmin",
@@ -121,13 +162,13 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
     """Run progressive filling on the block added by :func:`add_maxmin`; the final allocation is
     left in the model's variables.
 
-    ``canonical`` (a map ``{x[n,i]: η_n}``, :func:`~fairalloc.models.feasible.allocation_scale`)
+    ``canonical`` (a map ``{x[n,i]: (η_n, h[n,i])}``, :func:`~fairalloc.models.feasible.allocation_scale`)
     replaces the last LP's vertex by the canonical point of the leximin face: every user held at its
     level by its ``floor`` row (exactly at the level; at the rounds' floors, a relative ``tol`` below,
     if the solver's levels are inconsistent by its tolerance), the vertex of what is left maximising
-    ``Σ h[n,i]·x[n,i]/η_n`` with ``h`` a hash of the names (:mod:`fairalloc.solvers.canonical`) — the
-    totals are the leximin's, the split across servers no longer depends on the solver or the order
-    of the input.
+    ``Σ h[n,i]·x[n,i]/X_n`` with ``h`` a hash of the names (:mod:`fairalloc.solvers.canonical`) and
+    ``X_n`` the user's leximin total (:func:`pinned_scale`; ``η_n`` for a user at 0) — the totals are
+    the leximin's, the split across servers no longer depends on the solver or the order of the input.
 
     ``handle`` re-uses a solver handle opened on ``m`` by an earlier call (a model re-solved with new
     data, e.g. PS-DSF's per-server best responses); the caller resets the ``level``/``floor`` rows and
@@ -170,7 +211,7 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
         if not out.ok:
             msg = f"round {len(rounds) + 1}: {out.solver} stopped ({out.status}: {out.message})"
             return MaxMinOutcome(out.status, levels, rounds, msg, handle)
-        t = float(pyo.value(blk.t))
+        t = level_of(blk)
         lps = 1
         y = _duals(handle, [blk.level[n] for n in active])
         if y is not None:
@@ -204,6 +245,7 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
         log.info("progressive filling round %d: level %.10g; frozen %s (%s); %d still active",
                  len(rounds), t, names(blocked), how, len(active))
         if active:
+            rescale(blk, handle, t)
             handle.update(variables=False)
     if canonical is not None:
         # on the leximin face every user sits exactly at its level (the rounds held them a hair
@@ -212,11 +254,20 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
         held = {n: pyo.value(blk.floor_level[n]) for n in levels}
         for n, lv in levels.items():
             blk.floor_level[n] = lv
-        can = session.canonical(m, canonical)
-        if can.status is Status.INFEASIBLE:
-            for n, lv in held.items():
-                blk.floor_level[n] = lv
-            can = session.canonical(m, canonical)
+        pinned = pinned_scale(canonical)
+        # on the leximin face every total is at its level from above too: the ceilings keep a user
+        # whose columns are tiny next to the others' in a shared row from growing within tolerance
+        top = dict(levels)
+        blk.ceiling = pyo.Constraint(list(levels), rule=lambda b, n: b.inv_scale * share[n]
+                                     <= float(pyo.value(b.inv_scale)) * top[n])
+        try:
+            can = session.canonical(m, pinned)
+            if can.status is Status.INFEASIBLE:
+                for n, lv in held.items():
+                    blk.floor_level[n] = lv
+                can = session.canonical(m, pinned)
+        finally:
+            blk.del_component(blk.ceiling)
         info = {"rule": RULE + ", every user at its level", "status": can.status.value,
                 "seconds": can.solve_seconds}
         # when the tie-break fails the last LP's vertex stands: optimal, but not the canonical split
@@ -226,14 +277,33 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
     return MaxMinOutcome(status, levels, rounds, handle=handle)
 
 
+def pinned_scale(canonical: Any) -> Any:
+    """The tie-break's scale on a leximin face: every user's total ``X_n`` is pinned by its level
+    (the same for every route, to the solver's tolerance), so each user's columns are measured in its
+    own total — ``x/X_n ∈ [0, 1]`` — instead of ``η_n``: a user held at 10⁻⁸ of its ``η_n`` by a shared
+    resource would otherwise sit below the solver's tolerances in the tie-break LP and could lose its
+    tasks there. Users at 0 keep ``η_n``."""
+    from pyomo.common.collections import ComponentMap
+
+    totals: dict[Any, float] = {}
+    for v in canonical:
+        u = v.index()[0]
+        totals[u] = totals.get(u, 0.0) + max(0.0, float(v.value or 0.0))
+    out = ComponentMap()
+    for v, (eta, h) in canonical.items():
+        X = totals[v.index()[0]]
+        out[v] = (X if X > 0 else eta, h)
+    return out
+
+
 def _probe(m: pyo.ConcreteModel, blk: pyo.Block, session: Session, handle: Any, share: Any,
            active: list[Any], t: float, tol: float) -> tuple[list[Any], int, Any]:
     """Test each active user at level ``t``: can it rise while the others keep ``t``?"""
-    cand = [n for n in active if pyo.value(share[n]) <= t + tol * max(1.0, abs(t))]
+    cand = [n for n in active if pyo.value(share[n]) <= t + tol * abs(t)]
     saved = {n: pyo.value(blk.floor_level[n]) for n in active}
     for n in active:
         blk.level[n].deactivate()
-        blk.floor_level[n] = t - tol * max(1.0, abs(t))
+        blk.floor_level[n] = t - tol * abs(t)
     blk.objective.deactivate()
     blocked, lps, bad = [], 0, None
     from tqdm.auto import tqdm
@@ -250,7 +320,7 @@ def _probe(m: pyo.ConcreteModel, blk: pyo.Block, session: Session, handle: Any, 
             break
         # the others are held at t - tol, so n can gain ~tol per other user even when blocked, and
         # solvers without duals (SCIP: SoPlex) hold rows to ~1e-6: a rise below PROBE_TOL is noise
-        if pyo.value(share[n]) <= t + max(10 * tol, PROBE_TOL) * max(1.0, abs(t)):
+        if pyo.value(share[n]) <= t + max(10 * tol, PROBE_TOL) * abs(t):
             blocked.append(n)
     for n in active:
         blk.level[n].activate()

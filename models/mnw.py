@@ -248,7 +248,8 @@ def solve(inst: Instance, session: Session, form: str = "log") -> Solution:
                         details=details)
     x = allocation(m.chi, inst)
     scale = float(inst.weight.sum())
-    best = (_gap(inst, x, m), x, out, "ipopt")
+    g0, p0 = _gap(inst, x, m)
+    best = (g0, x, out, "ipopt", p0)
     if out.ok and form == "log":
         # the first polished point that is certified wins (an interior point's is not exact at a
         # degenerate optimum even when its gap is below the tolerance); else the smallest gap
@@ -258,12 +259,13 @@ def solve(inst: Instance, session: Session, form: str = "log") -> Solution:
                 best = cand
                 if cand[0] <= GAP_TOL * scale:
                     break
-    gap, x, last, how = best
+    gap, x, last, how, price = best
     status, message = last.status, "" if last.ok else last.message
     feas = feasibility(inst, x, tol=FEAS_TOL)
     if status.ok and not feas["holds"]:  # an uncertified point is at least feasible: shrink it
         x = x * _feasible_factor(inst, x)
         details["shrunk_to_feasible"] = feas["max_relative_violation"]
+        gap = duality_gap(inst, x, price)
     if status.ok and not (abs(gap) <= GAP_TOL * scale and feas["holds"]):
         status = Status.CONVERGED
         message = (f"Eisenberg–Gale duality gap {gap:.3g} ({gap / scale:.3g} relative; certified at "
@@ -271,7 +273,8 @@ def solve(inst: Instance, session: Session, form: str = "log") -> Solution:
                    f"{feas['max_relative_violation']:.3g} (at most {FEAS_TOL:g}): the allocation is not "
                    "certified exact")
     details.update(objective=float(np.sum(inst.weight * np.log(np.maximum(x.sum(axis=1), 1e-300)))),
-                   kkt=last.kkt, duality_gap=gap, relative_gap=gap / scale, point=how)
+                   kkt=last.kkt, duality_gap=gap, relative_gap=gap / scale, point=how,
+                   prices={k: np.asarray(v, float).tolist() for k, v in price.items()})
     return Solution(x, status, message, zero_tol=1e-9, details=details)
 
 
@@ -284,15 +287,20 @@ def _feasible_factor(inst: Instance, x: np.ndarray) -> float:
     return float(min(1.0, np.min(b[over] / used[over]))) if over.any() else 1.0
 
 
-def _gap(inst: Instance, x: np.ndarray, m: pyo.ConcreteModel) -> float:
-    """The smaller duality gap of the solver's multipliers and of the prices recovered from ``x``."""
-    return min(duality_gap(inst, x, prices(m, inst)), duality_gap(inst, x, recover_prices(inst, x)))
+def _gap(inst: Instance, x: np.ndarray, m: pyo.ConcreteModel) -> tuple[float, dict[str, np.ndarray]]:
+    """The smaller duality gap of the solver's multipliers and of the prices recovered from ``x``, and
+    those prices (reported in ``details.prices``: the certificate anyone can recompute with
+    :func:`duality_gap`)."""
+    cands = [prices(m, inst), recover_prices(inst, x)]
+    gaps = [duality_gap(inst, x, p) for p in cands]
+    k = int(np.argmin(gaps))
+    return gaps[k], cands[k]
 
 
 def _polished(m: pyo.ConcreteModel, inst: Instance, session: Session, handle: object, x: np.ndarray,
-              theta: float) -> tuple[float, np.ndarray, object, str] | None:
+              theta: float) -> tuple[float, np.ndarray, object, str, dict[str, np.ndarray]] | None:
     """Re-solve tightly (no bound relaxation) with every pair below ``θ·X_n`` fixed at zero;
-    ``(gap, x, outcome, label)``, or ``None`` when the re-solve fails. The model is left unfixed."""
+    ``(gap, x, outcome, label, prices)``, or ``None`` when the re-solve fails. The model is left unfixed."""
     X = x.sum(axis=1)
     drop = [v for (n, i), v in zip(m.chi.pairs, m.chi.x.values()) if x[n, i] < theta * X[n]]
     keep = [(v, v.value) for v in list(m.chi.x.values()) + list(m.u.values())]
@@ -304,7 +312,8 @@ def _polished(m: pyo.ConcreteModel, inst: Instance, session: Session, handle: ob
         if not out.ok:
             return None
         y = allocation(m.chi, inst)
-        return _gap(inst, y, m), y, out, f"polished (support x >= {theta:g}·X)"
+        g, p = _gap(inst, y, m)
+        return g, y, out, f"polished (support x >= {theta:g}·X)", p
     finally:
         for v in drop:
             v.unfix()

@@ -62,7 +62,7 @@ __all__ = ["ClusterState", "OnlineTSFER", "allocate_from_queues", "one_reallocat
 
 log = logging.getLogger(__name__)
 
-FIT_TOL = 1e-9  # relative to each resource's total capacity: float noise, not capacity
+FIT_TOL = 1e-9  # relative to each server's own capacity of the resource: float noise, not capacity
 
 
 class ClusterState:
@@ -85,7 +85,7 @@ class ClusterState:
         self._scope_f = self.scope.astype(float)
         total = self.capacity.sum(axis=0)
         self.norm = np.where(total > 0, total, 1.0)  # c_r of the best-fit distance
-        self.eps = FIT_TOL * self.norm
+        self.eps = FIT_TOL * self.capacity  # (K, R): a tiny server next to a huge one keeps its own scale
         self.ext_eps = FIT_TOL * np.where(self.ext_capacity > 0, self.ext_capacity, 1.0)
         self.avail = self.capacity.copy()  # a[i, r]
         self.ext_avail = self.ext_capacity.copy()
@@ -176,7 +176,7 @@ class ClusterState:
     def fit_matrix(self) -> np.ndarray:
         """``F[k, i]``: one more task of user ``k`` fits on server ``i`` (server resources and every
         external resource serving ``i``; placement constraints)."""
-        srv = (self.avail[None, :, :] >= self.demand[:, None, :] - self.eps).all(axis=2)
+        srv = (self.avail[None, :, :] >= self.demand[:, None, :] - self.eps[None, :, :]).all(axis=2)
         return srv & self.eligible & ~self._ext_blocked() & self._affordable()
 
     def _affordable(self) -> np.ndarray:
@@ -191,7 +191,7 @@ class ClusterState:
         return (short @ self._scope_f) > 0
 
     def _server_fit(self, i: int) -> np.ndarray:
-        return ((self.avail[i][None, :] >= self.demand - self.eps).all(axis=1) & self.eligible[:, i]
+        return ((self.avail[i][None, :] >= self.demand - self.eps[i]).all(axis=1) & self.eligible[:, i]
                 & self._affordable()[:, i])
 
     def best_fit(self, k: int, servers: np.ndarray) -> int:
@@ -220,7 +220,7 @@ class ClusterState:
             return 0
         d = self.demand[k]
         pos = d > 0
-        n = float(np.floor((self.avail[i, pos] + self.eps[pos]) / d[pos]).min()) if pos.any() else np.inf
+        n = float(np.floor((self.avail[i, pos] + self.eps[i, pos]) / d[pos]).min()) if pos.any() else np.inf
         ed = self.ext_demand[k] * self.scope[:, i]
         epos = ed > 0
         if epos.any():

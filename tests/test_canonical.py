@@ -59,10 +59,11 @@ def test_any_order_of_users_and_servers_gives_the_same_allocation(seed, mech, da
     np.testing.assert_allclose(_back(b.allocation, pu, ps), a.allocation, rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("mech", ["utilitarian", "cru", "drfh", "tsf-er"])
+@pytest.mark.parametrize("mech", ["utilitarian", "cru", "tsf-er"])
 def test_without_the_rule_the_routes_disagree(mech):
     """The instance really has several optima: the solvers' own vertices differ (which is why the rule
-    exists), while the canonical allocation is one of the optima."""
+    exists), while the canonical allocation is one of the optima. (Which vertex a route returns depends
+    on the model's scaling: since the max-min rows are scaled, drfh's four routes happen to agree here.)"""
     inst = twins()
     raw = [fairalloc.solve(inst, mech, solver=r, canonical=False) for r in ROUTES]
     assert max(np.abs(r.allocation - raw[0].allocation).max() for r in raw) > 0.1
