@@ -111,7 +111,8 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
     # sees does not depend on the units of any resource
     col_s = np.where(weights > 0, 1.0 / np.where(weights > 0, weights, 1.0), 1.0)
     A = (A @ sp.diags(col_s)).tocsr()
-    row_s = _row_scale(A)
+    row_max = np.abs(A).max(axis=1).toarray().ravel() if A.shape[0] else np.zeros(0)
+    row_s = 1.0 / np.where(row_max > 0, row_max, 1.0)
     A = (sp.diags(row_s) @ A).tocsr()
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = n_col, A.shape[0]
@@ -142,7 +143,7 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
     message = h.modelStatusToString(ms)
     if status is Status.OPTIMAL:
         x = np.asarray(h.getSolution().col_value) * col_s
-        miss = _missed_face(form, x, objective_value, rel)
+        miss = _missed_face(form, x, objective_value, rel, col_s)
         if miss is None:
             load_values(form.variables, x)
         else:  # the scaled LP held its rows only to its tolerances: keep the solver's vertex
@@ -154,26 +155,12 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
                         else None, build_seconds=build_s, solve_seconds=solve_s, message=message)
 
 
-def _row_scale(A: Any) -> np.ndarray:
-    """``1/√(max·min)`` of each row's nonzero magnitudes: the row's coefficients centred on 1. (Dividing
-    by the largest one instead pushed a user whose coefficient is 10¹⁰ times smaller than its neighbour's
-    below the solver's feasibility tolerance in that row.)"""
-    if not A.shape[0]:
-        return np.zeros(0)
-    absA = abs(A).tocsr()
-    big = absA.max(axis=1).toarray().ravel()
-    data = absA.data.copy()
-    absA.data = 1.0 / np.where(data > 0, data, np.inf)
-    small = 1.0 / np.where(absA.max(axis=1).toarray().ravel() > 0, absA.max(axis=1).toarray().ravel(), 1.0)
-    mid = np.sqrt(big * np.where(big > 0, small, 1.0))
-    return 1.0 / np.where(mid > 0, mid, 1.0)
-
-
-def _relative_violation(form: Any, x: np.ndarray) -> float:
+def _relative_violation(form: Any, x: np.ndarray, col_s: np.ndarray) -> float:
     """Largest violation of the model's rows and column bounds at ``x``, each relative to the row's own
-    magnitude ``max(|bound|, Σ_j |a_j x_j|)``."""
+    magnitude ``max(|bound|, Σ_j |a_j x_j|, Σ_j |a_j| s_j)`` (``s_j``: the column's scale; a row whose
+    bound is 0 is measured by what its columns could hold)."""
     act = form.A @ x
-    mag = np.abs(form.A) @ np.abs(x)
+    mag = np.maximum(np.abs(form.A) @ np.abs(x), np.abs(form.A) @ col_s)
     with np.errstate(invalid="ignore"):
         over = np.maximum(np.nan_to_num(act - form.row_ub, nan=0.0, neginf=0.0),
                           np.nan_to_num(form.row_lb - act, nan=0.0, neginf=0.0))
@@ -181,17 +168,19 @@ def _relative_violation(form: Any, x: np.ndarray) -> float:
                            np.where(np.isfinite(form.row_lb), np.abs(form.row_lb), 0.0))
         rel = over / np.maximum(np.maximum(bound, mag), 1e-300)
         col = np.maximum(np.nan_to_num(x - form.col_ub, nan=0.0, neginf=0.0),
-                         np.nan_to_num(form.col_lb - x, nan=0.0, neginf=0.0)) / np.maximum(np.abs(x), 1e-300)
+                         np.nan_to_num(form.col_lb - x, nan=0.0, neginf=0.0)) / np.maximum(
+                             np.maximum(np.abs(x), col_s), 1e-300)
     return float(max(rel.max(initial=0.0), col.max(initial=0.0)))
 
 
-def _missed_face(form: Any, x: np.ndarray, objective_value: float | None, rel: float | None) -> str | None:
+def _missed_face(form: Any, x: np.ndarray, objective_value: float | None, rel: float | None,
+                 col_s: np.ndarray) -> str | None:
     """Why the tie-break's point ``x`` is not on the face (``None`` when it is): a row of the model
     violated by more than 1e-7 of its magnitude (the solver holds its scaled rows to ~1e-9 of theirs;
     the verification layer allows 1e-6) and more than ten times the solver's own point violates it, or
     the objective more than the face's slack below the optimum."""
     old = np.array([v.value if v.value is not None else 0.0 for v in form.variables], float)
-    worse, before = _relative_violation(form, x), _relative_violation(form, old)
+    worse, before = _relative_violation(form, x, col_s), _relative_violation(form, old, col_s)
     if worse > max(1e-7, 10 * before):
         return (f"the tie-break point violates a row by {worse:.2g} of its magnitude (the solver's: "
                 f"{before:.2g})")
