@@ -58,6 +58,31 @@ def require_per_server(inst: Instance, mechanism: str, allow_limits: bool = Fals
                             f"its game; {budget_hint}")
 
 
+def normalized(inst: Instance) -> tuple[Instance, np.ndarray, np.ndarray]:
+    """The same per-server game in units where every number is near 1: each resource measured in its
+    largest capacity (``ρ_r``), each user's task in ``k_n = max_i γ[n,i]`` of its own tasks. Returns
+    ``(instance, k, ρ)``; an allocation ``x'`` of the normalised instance is ``x = k_n·x'`` here.
+
+    Both games are the same: the VDS ``X_n/(φ_n γ[n,i])``, every row ``Σ_n x[n,i] d[n,r] ≤ c[i,r]`` (up to
+    the factor ``ρ_r``), task limits and budgets are unchanged by the change of units, so equilibria map
+    one to one; a multiplier ``λ'`` of the normalised row ``r`` is ``ρ_r λ``. Users who feed bytes next to
+    cores, or a user whose task is 10⁻⁴ of another's, then meet the solver's tolerances at one scale."""
+    gamma = np.where(inst.runnable, inst.gamma, 0.0)
+    k = gamma.max(axis=1)
+    k = np.where(k > 0, k, 1.0)
+    lim = inst.tasks / k
+    cost = inst.budget_cost * k[:, None]
+    if inst.time_shared:
+        out = inst.replace(rates=inst.rates / k[:, None], tasks=lim, budget_cost=cost)
+        return out, k, np.ones(1)
+    cap = inst.capacity
+    rho = cap.max(axis=0)
+    rho = np.where(rho > 0, rho, 1.0)
+    out = inst.replace(capacity=cap / rho[None, :], demand=inst.demand * k[:, None] / rho[None, :],
+                       tasks=lim, budget_cost=cost)
+    return out, k, rho
+
+
 def expose_all_pairs(model: Any, inst: Instance, i: int) -> None:
     """Give server ``i``'s model a variable ``chi.x[user, server]`` for every runnable pair, so a
     ``customize`` hook written for the whole allocation (``m.chi.x["u2", "s1"].setub(0.2)``) runs on every

@@ -75,6 +75,7 @@ from fairalloc.models._perserver import (
     coupling_room,
     deviation_from_psdsf,
     expose_all_pairs,
+    normalized,
     require_per_server,
     server_rows,
 )
@@ -505,6 +506,28 @@ DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12}
 def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: Any = 0.0,
           algorithm: str = "ncp", tol: float = 0.0, max_iter: int = 0, epsilon: float = 0.1,
           kappa: float = 1.0, polish: bool = True, gains: bool = True) -> Solution:
+    """Solved in normalised units (:func:`~fairalloc.models._perserver.normalized`: each resource in its
+    largest capacity, each user's task in its best ``γ``), the same game with every number near 1; the
+    allocation and the multipliers are mapped back. A ``customize`` hook sees the instance's own units."""
+    args = (alpha, A, B, algorithm, tol, max_iter, epsilon, kappa, polish, gains)
+    if session.customize is not None:
+        return _solve(inst, session, *args)
+    require_per_server(inst, "apf-vds", allow_limits=algorithm in ("ncp", "best-response"),
+                       limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT)
+    norm, k, rho = normalized(inst)
+    sol = _solve(norm, session, *args)
+    sol.allocation = sol.allocation * k[:, None]
+    names = ("time",) if inst.time_shared else inst.resources
+    unit = dict(zip(names, rho.tolist()))
+    if "multipliers" in sol.details:  # λ' of a row in units of ρ_r is ρ_r·λ
+        sol.details["multipliers"] = {key: v / unit[key.split(",", 1)[1]]
+                                      for key, v in sol.details["multipliers"].items()}
+    sol.details["units"] = {"task": dict(zip(inst.users, k.tolist())), "resource": unit}
+    return sol
+
+
+def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorithm: str, tol: float,
+           max_iter: int, epsilon: float, kappa: float, polish: bool, gains: bool) -> Solution:
     coupled = inst.has_task_limits or inst.has_budgets
     require_per_server(inst, "apf-vds", allow_limits=algorithm in ("ncp", "best-response"),
                        limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT)

@@ -114,9 +114,15 @@ def first_level_estimate(inst: Instance, coeff: np.ndarray) -> float:
     instances tried (the scale of :func:`add_maxmin`)."""
     from fairalloc.models.feasible import uniform_split
 
-    s = np.asarray(coeff, float) * uniform_split(inst).sum(axis=1)
+    c = np.asarray(coeff, float)
+    s = c * uniform_split(inst).sum(axis=1)
     s = s[np.isfinite(s) & (s > 0)]
-    return float(s.min()) if s.size else 1.0
+    if not s.size:
+        return 1.0
+    # no row coefficient above 1e9 (HiGHS refuses matrix values from 1e15): a share coefficient range
+    # wider than that leaves the smallest level below the solver's resolution, as without scaling
+    big = float(np.max(c[np.isfinite(c)], initial=0.0))
+    return max(float(s.min()), 1e-9 * big)
 
 
 @dataclass
@@ -211,6 +217,9 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
         if not out.ok:
             msg = f"round {len(rounds) + 1}: {out.solver} stopped ({out.status}: {out.message})"
             return MaxMinOutcome(out.status, levels, rounds, msg, handle)
+        if blk.t.value is None:  # never a traceback: e.g. HiGHS refused a matrix value and said so
+            return MaxMinOutcome(Status.ERROR, levels, rounds, f"round {len(rounds) + 1}: {out.solver} "
+                                 f"returned no level ({out.message})", handle)
         t = level_of(blk)
         lps = 1
         y = _duals(handle, [blk.level[n] for n in active])

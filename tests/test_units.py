@@ -12,7 +12,6 @@ from fairalloc.instance import Instance
 from fairalloc.verify.feasibility import feasibility
 
 PER_SERVER = {"ps-dsf", "apf-vds"}  # no external resources in their model
-KNOWN_SCALE_DEPENDENT = {"apf-vds"}  # its NCP residual is not yet scale-free (see the closing note)
 
 
 def _rescaled(inst: Instance) -> Instance:
@@ -26,7 +25,7 @@ def _rescaled(inst: Instance) -> Instance:
     return inst.replace(**kw)
 
 
-@pytest.mark.parametrize("mech", sorted(set(fairalloc.mechanisms()) - KNOWN_SCALE_DEPENDENT))
+@pytest.mark.parametrize("mech", sorted(fairalloc.mechanisms()))
 @pytest.mark.parametrize("seed", [0, 3])
 def test_task_counts_do_not_depend_on_units(mech, seed):
     inst = random_instance(seed, 5, 3, 3, external=0 if mech in PER_SERVER else 1, placement=True)
@@ -35,7 +34,7 @@ def test_task_counts_do_not_depend_on_units(mech, seed):
     np.testing.assert_allclose(b.tasks, a.tasks, rtol=1e-6, atol=0)
 
 
-@pytest.mark.parametrize("mech", ["drfh", "tsf", "tsf-er", "cru", "mnw", "ps-dsf"])
+@pytest.mark.parametrize("mech", ["drfh", "tsf", "tsf-er", "cru", "mnw", "ps-dsf", "apf-vds"])
 def test_a_tiny_user_keeps_its_tasks(mech):
     """One server {cpu: 1}, demands 1e-4 and 1e6: the second user's 5e-7 tasks are not snapped away."""
     inst = Instance.from_arrays(capacity=[[1.0]], demand=[[1e-4], [1e6]])
@@ -43,7 +42,7 @@ def test_a_tiny_user_keeps_its_tasks(mech):
     np.testing.assert_allclose(r.tasks, [5000, 5e-7], rtol=1e-6)
 
 
-@pytest.mark.parametrize("mech", ["drfh", "tsf", "tsf-er", "drf-er", "mnw"])
+@pytest.mark.parametrize("mech", ["drfh", "tsf", "tsf-er", "drf-er", "mnw", "apf-vds"])
 def test_small_coefficients_are_not_dropped(mech):
     """{cpu: 1e6}, demands 1e-4 and 1: the share coefficient 1e-10 survives (HiGHS drops < 1e-9)."""
     inst = Instance.from_arrays(capacity=[[1e6]], demand=[[1e-4], [1.0]])
