@@ -37,7 +37,9 @@ the call ends — which is what makes the loop finite and lets it test all users
 
 **As a static mechanism** (``fairalloc solve INSTANCE -m tsf-er-online``): one ``Reallocation`` on an
 empty cluster in which every user has queued ``⌊T[n]⌋`` whole tasks (with ``T[n] = ∞``, more than
-could ever fit: ``⌊η_n⌋ + 1``). The result is the integral allocation TSF-ER's online scheduler makes at a
+could ever fit: ``⌊η_n⌋ + 1``), counted rather than listed (:func:`allocate_batched`: a user keeps its
+turn and its server for as many tasks as the rules allow, in one step). The result is the integral
+allocation TSF-ER's online scheduler makes at a
 reallocation instant, with status ``converged`` (the loop ran until ``J^feas = ∅``). It never exceeds
 a capacity; it is not Pareto optimal in general (tasks are whole) and its task shares are equal only up
 to one task each.
@@ -52,17 +54,18 @@ from typing import Any
 
 import numpy as np
 
-from fairalloc.errors import InstanceError
 from fairalloc.instance import Instance
 from fairalloc.registry import Solution, mechanism
 from fairalloc.solvers import Session
 from fairalloc.status import Status
 
-__all__ = ["ClusterState", "OnlineTSFER", "allocate_from_queues", "one_reallocation"]
+__all__ = ["ClusterState", "CountingTSFER", "OnlineTSFER", "allocate_batched", "allocate_from_queues",
+           "one_reallocation"]
 
 log = logging.getLogger(__name__)
 
 FIT_TOL = 1e-9  # relative to each server's own capacity of the resource: float noise, not capacity
+TASK_TOL = 1e-6  # ... and never more than this fraction of the task's own demand (1e-9 of 1e9 is a task)
 
 
 class ClusterState:
@@ -176,7 +179,8 @@ class ClusterState:
     def fit_matrix(self) -> np.ndarray:
         """``F[k, i]``: one more task of user ``k`` fits on server ``i`` (server resources and every
         external resource serving ``i``; placement constraints)."""
-        srv = (self.avail[None, :, :] >= self.demand[:, None, :] - self.eps[None, :, :]).all(axis=2)
+        d = self.demand[:, None, :]
+        srv = (self.avail[None, :, :] >= d - np.minimum(self.eps[None, :, :], TASK_TOL * d)).all(axis=2)
         return srv & self.eligible & ~self._ext_blocked() & self._affordable()
 
     def _affordable(self) -> np.ndarray:
@@ -187,11 +191,13 @@ class ClusterState:
     def _ext_blocked(self) -> np.ndarray:
         if not self.ext_capacity.size:
             return np.zeros((len(self.keys), self.capacity.shape[0]), bool)
-        short = self.ext_demand > self.ext_avail[None, :] + self.ext_eps  # (N, E)
+        slack = np.minimum(self.ext_eps, TASK_TOL * self.ext_demand)
+        short = self.ext_demand > self.ext_avail[None, :] + slack
         return (short @ self._scope_f) > 0
 
     def _server_fit(self, i: int) -> np.ndarray:
-        return ((self.avail[i][None, :] >= self.demand - self.eps[i]).all(axis=1) & self.eligible[:, i]
+        slack = np.minimum(self.eps[i][None, :], TASK_TOL * self.demand)
+        return ((self.avail[i][None, :] >= self.demand - slack).all(axis=1) & self.eligible[:, i]
                 & self._affordable()[:, i])
 
     def best_fit(self, k: int, servers: np.ndarray) -> int:
@@ -220,11 +226,13 @@ class ClusterState:
             return 0
         d = self.demand[k]
         pos = d > 0
-        n = float(np.floor((self.avail[i, pos] + self.eps[i, pos]) / d[pos]).min()) if pos.any() else np.inf
+        slack = np.minimum(self.eps[i, pos], TASK_TOL * d[pos])
+        n = float(np.floor((self.avail[i, pos] + slack) / d[pos]).min()) if pos.any() else np.inf
         ed = self.ext_demand[k] * self.scope[:, i]
         epos = ed > 0
         if epos.any():
-            n = min(n, float(np.floor((self.ext_avail[epos] + self.ext_eps[epos]) / ed[epos]).min()))
+            slack = np.minimum(self.ext_eps[epos], TASK_TOL * ed[epos])
+            n = min(n, float(np.floor((self.ext_avail[epos] + slack) / ed[epos]).min()))
         if self.cost[k, i] > 0 and np.isfinite(self.budget[k]):
             n = min(n, float(np.floor((self.budget_left[k] + FIT_TOL * self.budget[k]) / self.cost[k, i])))
         return int(max(n, 0.0))
@@ -339,32 +347,142 @@ class OnlineTSFER(ClusterState):
         return suspended
 
 
-MAX_QUEUED = 100_000  # whole tasks one Reallocation may queue (placed one by one: ~5 s)
+class CountingTSFER(OnlineTSFER):
+    """The scheduler with task *counts* in the queues instead of task ids: one Reallocation of the
+    static mechanism queues ``⌊η_n⌋ + 1`` tasks per user, 10⁹ of them for a user with a small demand on a
+    large server, which no deque of ids holds. Only what :func:`allocate_batched` uses is kept."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.count: dict[Hashable, int] = {}
+
+    def add_user(self, key: Hashable, *args: Any, **kwargs: Any) -> None:
+        super().add_user(key, *args, **kwargs)
+        self.count[key] = 0
+
+    def enqueue(self, key: Hashable, tasks: Any, front: bool = False) -> None:
+        self.count[key] = self.count.get(key, 0) + (tasks if isinstance(tasks, int) else len(tasks))
+
+    @property
+    def waiting(self) -> np.ndarray:
+        return np.array([self.count[k] for k in self.keys], np.int64)
+
+    def place_many(self, k: int, i: int, count: int) -> None:
+        self.avail[i] -= count * self.demand[k]
+        self.ext_avail -= count * self.ext_demand[k] * self.scope[:, i]
+        self.running[k, i] += count
+        self.budget_left[k] -= count * self.cost[k, i]
+        self.count[self.keys[k]] -= count
 
 
-def one_reallocation(inst: Instance) -> np.ndarray:
+def _run_length(k: int, share: np.ndarray, count: np.ndarray, inc: np.ndarray, feas: np.ndarray,
+                cap: int) -> int:
+    """How many tasks in a row (at most ``cap``) user ``k`` places before another feasible user's
+    (share, one-task share, index) comes first — the tie rule of lines 3–4, with shares rounded as
+    :func:`allocate_from_queues` rounds them."""
+    others = feas.copy()
+    others[k] = False
+    if not others.any():
+        return cap
+    masked = np.where(others, share, np.inf)
+    cand = np.flatnonzero(masked == masked.min())
+    o = int(cand[np.argmin(inc[cand])])
+    rival = (share[o], inc[o], o)
+
+    def wins(j: int) -> bool:  # k is chosen again after j more of its tasks
+        return (round(float((count[k] + j) * inc[k]), 12), inc[k], k) < rival
+
+    lo, hi = 0, cap - 1  # wins(0) holds: k was just chosen
+    if hi == 0 or not wins(1):  # users taking turns: the common case, answered at once
+        return 1
+    if wins(hi):
+        return cap
+    while hi - lo > 1:  # wins is monotone: shares only grow
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if wins(mid) else (lo, mid)
+    return lo + 1
+
+
+def allocate_batched(state: ClusterState, expired: Any = None) -> int:
+    """:func:`allocate_from_queues` with the tasks counted, not placed one by one: the user chosen by
+    lines 3–4 keeps being chosen, and keeps its best-fit server (placing a task there brings the server's
+    free resources closer to the demand, while no other server changes), until its waiting tasks run out,
+    its next task no longer fits there, or another user comes first. One step places all of those at
+    once, so the loop runs per change of user or server instead of per task: ``⌊η⌋ + 1`` queued tasks
+    of one user on a ``{cpu: 10⁹}`` server are one step. Users whose shares interleave (two alike users
+    take turns) still cost a step per task. Tested equal to the one-by-one loop. ``expired()`` (checked
+    every 256 steps) stops the loop early; the return value is then negative (−placed)."""
+    if not state.keys:
+        return 0
+    fits = state.fit_matrix()
+    waiting = state.waiting.astype(np.int64)
+    count = state.running.sum(axis=1).astype(np.int64)
+    inc = state.inc
+    share = np.array([round(float(c * g), 12) for c, g in zip(count, inc)])
+    uses_ext = (state.ext_demand > 0).any(axis=1)
+    blocked = state._ext_blocked()
+    feas = (waiting > 0) & fits.any(axis=1)
+    placed = steps = 0
+    while feas.any():
+        steps += 1
+        if expired is not None and steps % 256 == 0 and expired():
+            return -placed
+        masked = np.where(feas, share, np.inf)
+        cand = np.flatnonzero(masked == masked.min())
+        k = int(cand[np.argmin(inc[cand])]) if cand.size > 1 else int(cand[0])
+        i = state.best_fit(k, fits[k])
+        cap = int(min(waiting[k], max(1, state.fit_count(k, i))))
+        m = _run_length(k, share, count, inc, feas, cap)
+        state.place_many(k, i, m)
+        placed += m
+        waiting[k] -= m
+        count[k] += m
+        share[k] = round(float(count[k] * inc[k]), 12)
+        if uses_ext[k]:
+            blocked = state._ext_blocked()
+            fits &= ~blocked
+        fits[:, i] = state._server_fit(i) & ~blocked[:, i]
+        if np.isfinite(state.budget[k]):
+            fits[k] &= state._affordable()[k]
+        feas = (waiting > 0) & fits.any(axis=1)
+    return placed
+
+
+MAX_COUNT = 2**53  # queued tasks per user: exact in a float (an "unlimited" user on a 1e30 server)
+
+
+def queued_counts(inst: Instance) -> list[int]:
+    """``⌊T[n]⌋`` whole tasks per user, or ``⌊η_n⌋ + 1`` (more than could ever fit) if unlimited."""
+    return [int(min(np.floor(inst.eta[n] * (1 + 1e-9)) + 1, MAX_COUNT)) if not np.isfinite(inst.tasks[n])
+            else int(min(np.floor(inst.tasks[n] + 1e-9), MAX_COUNT)) for n in range(inst.n_users)]
+
+
+def one_reallocation(inst: Instance, batched: bool = True, expired: Any = None
+                     ) -> tuple[np.ndarray, bool] | np.ndarray:
     """One ``Reallocation`` on an empty cluster with ``⌊T[n]⌋`` tasks queued per user (``⌊η_n⌋ + 1`` if
-    unlimited); returns the integral allocation ``x[n, i]``."""
-    counts = [int(np.floor(inst.eta[n] * (1 + 1e-9))) + 1 if not np.isfinite(inst.tasks[n])
-              else int(np.floor(inst.tasks[n] + 1e-9)) for n in range(inst.n_users)]
-    if sum(counts) > MAX_QUEUED:
-        n = int(np.argmax(counts))
-        raise InstanceError(f"users[{inst.users[n]}]: tsf-er-online places whole tasks one at a time and "
-                            f"would queue {sum(counts):.3g} of them (at most {MAX_QUEUED:g}); give task "
-                            "limits, or use tsf-er for the fractional allocation")
-    sched = OnlineTSFER.from_instance(inst)
+    unlimited); returns the integral allocation ``x[n, i]``. ``batched=False`` runs Algorithm 2's loop
+    one task at a time with task ids (the reference the batched loop is tested against). With
+    ``expired`` given, returns ``(x, finished)``: the loop stops when ``expired()`` says so."""
+    counts = queued_counts(inst)
+    sched = (CountingTSFER if batched else OnlineTSFER).from_instance(inst)
     next_id = 0
     for n, u in enumerate(inst.users):
         sched.add_user(u, inst.demand[n], inst.external_demand[n], inst.runnable[n],
                        eta=float(inst.eta[n]), weight=float(inst.weight[n]), cost=inst.budget_cost[n],
                        budget=float(inst.budget_limit[n]))
-        count = counts[n]
-        sched.enqueue(u, range(next_id, next_id + count))
-        next_id += count
-    sched.reallocation()
+        if batched:
+            sched.enqueue(u, counts[n])
+        else:
+            sched.enqueue(u, range(next_id, next_id + counts[n]))
+            next_id += counts[n]
+    finished = True
+    if batched:
+        finished = allocate_batched(sched, expired) >= 0
+    else:
+        sched.reallocation()
     x = np.zeros((inst.n_users, inst.n_servers))
     x[[sched.row[u] for u in inst.users]] = sched.running
-    return x
+    return (x, finished) if expired is not None else x
 
 
 @mechanism("tsf-er-online", problem="none", needs_demands=True,
@@ -372,11 +490,14 @@ def one_reallocation(inst: Instance) -> np.ndarray:
            summary="indivisible TSF-ER: one Reallocation of Algorithm 2 (⌊T[n]⌋ whole tasks queued "
            "per user; least task share first, best-fit server); online: fairalloc simulate")
 def solve(inst: Instance, session: Session) -> Solution:
-    x = one_reallocation(inst)
+    x, finished = one_reallocation(inst, expired=session.expired)
     share = x.sum(axis=1) / (inst.weight * inst.eta)
     log.info("tsf-er-online: %d tasks placed; task shares from %.4g to %.4g", int(x.sum()),
              share.min(), share.max())
     details: dict[str, Any] = {"eta": dict(zip(inst.users, inst.eta)),
                                "task_share": dict(zip(inst.users, share)),
                                "one_task_share": dict(zip(inst.users, 1.0 / (inst.weight * inst.eta)))}
+    if not finished:  # the tasks placed so far are feasible, but the loop did not end
+        return Solution(x, Status.TIME_LIMIT, "time limit: the Reallocation loop stopped before "
+                        "J^feas was empty (users of equal share take one step per task)", details=details)
     return Solution(x, Status.CONVERGED, details=details)

@@ -40,6 +40,39 @@ def test_ties_go_to_the_smaller_one_task_share():
     np.testing.assert_array_equal(one_reallocation(inst), [[2], [1]])
 
 
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 100_000), family=st.sampled_from(["plain", "placement", "external", "limits"]))
+def test_counted_reallocation_equals_one_task_at_a_time(seed, family):
+    """The static mechanism counts tasks (a user keeps its turn and its best-fit server for as many
+    tasks as the rules allow, in one step); Algorithm 2's loop places them one by one with task ids.
+    Same allocation, task for task."""
+    rng = np.random.default_rng(seed)
+    kw = {"placement": family == "placement", "external": int(family == "external"),
+          "limits": family == "limits", "weights": bool(seed % 2)}
+    N, K, R = (int(v) for v in rng.integers([2, 1, 1], [6, 4, 4]))
+    inst = random_instance(seed, N, K, R, **kw)
+    if (np.floor(inst.eta) + 1).sum() > 5000:  # the reference loop is one step per task
+        inst = inst.replace(tasks=np.minimum(inst.tasks, 1000.0))
+    np.testing.assert_array_equal(one_reallocation(inst), one_reallocation(inst, batched=False))
+
+
+def test_a_billion_tasks_are_counted_not_listed():
+    """One server {cpu: 1e9}, one user of 1 CPU: ⌊η⌋ + 1 queued tasks once took 52 s for 1e6 and ran
+    out of memory for 1e9; counted, it is one step."""
+    r = solve(Instance.from_arrays(capacity=[[1e9]], demand=[[1.0]]), "tsf-er-online")
+    assert r.status.value == "converged" and r.x[0, 0] == 1e9
+    inst = Instance.from_arrays(capacity=[[1e6], [3e5]], demand=[[1.0], [2.0]])
+    r = solve(inst, "tsf-er-online")
+    assert r.status.value == "converged" and feasibility(inst, r.x)["holds"]
+    np.testing.assert_array_equal(r.x.T @ [1.0, 2.0], [1e6, 3e5])  # both servers full
+
+
+def test_alike_users_taking_turns_obey_the_time_limit():
+    """Two alike users alternate, one step per task: a time limit stops the loop with what it placed."""
+    r = solve(Instance.from_arrays(capacity=[[1e7]], demand=[[1.0], [1.0]]), "tsf-er-online", time_limit=1)
+    assert r.status.value == "time_limit" and 0 < r.x.sum() < 1e7 and abs(r.x[0, 0] - r.x[1, 0]) <= 1
+
+
 def test_best_fit_by_normalised_squared_distance():
     """A task (1, 1) fits s1 = (1, 4) and s2 = (2, 2); totals (3, 6): distances (0² + (3/6)²) = .25
     and ((1/3)² + (1/6)²) ≈ .139 → s2, although s1 has the most free memory."""
