@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from fairalloc.errors import InstanceError
 from fairalloc.instance import Instance
 from fairalloc.registry import Solution, mechanism
 from fairalloc.solvers import Session
@@ -403,15 +404,80 @@ def _run_length(k: int, share: np.ndarray, count: np.ndarray, inc: np.ndarray, f
     return lo + 1
 
 
-def allocate_batched(state: ClusterState, expired: Any = None) -> int:
+class TooManySteps(Exception):
+    """:func:`allocate_batched` would take more than ``max_steps`` steps (users taking turns)."""
+
+    def __init__(self, users: list[Any]) -> None:
+        super().__init__(users)
+        self.users = users
+
+
+def _turns(state: ClusterState, k: int, share: np.ndarray, count: np.ndarray, inc: np.ndarray,
+           feas: np.ndarray, fits: np.ndarray, waiting: np.ndarray, cap: int
+           ) -> dict[int, tuple[int, int]] | None:
+    """Users that take turns, placed many turns at once: every placement whose key (share after it,
+    one-task share, index) is below ``k``'s key after ``m`` of its own tasks, for the largest safe ``m``.
+    The one-by-one loop makes exactly these placements, in some order, when the order cannot matter:
+    every user keeps its best-fit server (no other user's placements land on a server it could use; its
+    own server only gets closer to its demand), and everything placed fits together (each server's and
+    each external resource's total use at most what is free, no slack; budgets and waiting tasks per
+    user). ``None`` when not even two turns of ``k`` are safe."""
+    users = np.flatnonzero(feas)
+    server = {int(n): state.best_fit(int(n), fits[n]) for n in users}
+    limit = {int(n): int(min(waiting[n], state.fit_count(int(n), server[int(n)]))) for n in users}
+
+    def key(n: int, j: int) -> tuple[float, float, int]:
+        return (round(float((count[n] + j) * inc[n]), 12), inc[n], n)
+
+    def plan(m: int) -> dict[int, int] | None:
+        top = key(k, m)
+        out = {}
+        for n in users.tolist():
+            lo, hi = 0, limit[n] + 1  # placements j = 0..J-1 with key(n, j) < top: find J
+            while lo < hi:
+                mid = (lo + hi) // 2
+                lo, hi = (mid + 1, hi) if key(n, mid) < top else (lo, mid)
+            if lo > limit[n]:  # it would run out of room (or tasks) before the level: not safe
+                return None
+            if lo:
+                out[n] = lo
+        used = np.zeros_like(state.avail)
+        ext = np.zeros_like(state.ext_avail)
+        for n, j in out.items():
+            used[server[n]] += j * state.demand[n]
+            ext += j * state.ext_demand[n] * state.scope[:, server[n]]
+            if j * state.cost[n, server[n]] > state.budget_left[n]:
+                return None
+        if (used > state.avail).any() or (ext > state.ext_avail).any():
+            return None
+        busy = {server[n] for n in out}
+        for n in out:
+            if any(fits[n, srv] for srv in busy - {server[n]}):
+                return None
+        return out
+
+    best, lo, hi = None, 2, cap
+    while lo <= hi:  # the safe plans form a prefix in m
+        mid = (lo + hi) // 2
+        got = plan(mid)
+        if got is None:
+            hi = mid - 1
+        else:
+            best, lo = got, mid + 1
+    return None if best is None else {n: (server[n], j) for n, j in best.items()}
+
+
+def allocate_batched(state: ClusterState, expired: Any = None, max_steps: int | None = None) -> int:
     """:func:`allocate_from_queues` with the tasks counted, not placed one by one: the user chosen by
     lines 3–4 keeps being chosen, and keeps its best-fit server (placing a task there brings the server's
     free resources closer to the demand, while no other server changes), until its waiting tasks run out,
     its next task no longer fits there, or another user comes first. One step places all of those at
     once, so the loop runs per change of user or server instead of per task: ``⌊η⌋ + 1`` queued tasks
     of one user on a ``{cpu: 10⁹}`` server are one step. Users whose shares interleave (two alike users
-    take turns) still cost a step per task. Tested equal to the one-by-one loop. ``expired()`` (checked
-    every 256 steps) stops the loop early; the return value is then negative (−placed)."""
+    take turns) are placed a stretch of turns at a time where the order of those turns cannot matter
+    (:func:`_turns`); elsewhere a step per task. Tested equal to the one-by-one loop. ``expired()`` (checked
+    every 256 steps) stops the loop early; the return value is then negative (−placed). More than
+    ``max_steps`` steps raise :class:`TooManySteps` naming the users that took the most."""
     if not state.keys:
         return 0
     fits = state.fit_matrix()
@@ -423,8 +489,11 @@ def allocate_batched(state: ClusterState, expired: Any = None) -> int:
     blocked = state._ext_blocked()
     feas = (waiting > 0) & fits.any(axis=1)
     placed = steps = 0
+    turns = np.zeros(len(state.keys), np.int64)
     while feas.any():
         steps += 1
+        if max_steps is not None and steps > max_steps:
+            raise TooManySteps([state.keys[k] for k in np.argsort(-turns, kind="stable")[:3]])
         if expired is not None and steps % 256 == 0 and expired():
             return -placed
         masked = np.where(feas, share, np.inf)
@@ -433,6 +502,20 @@ def allocate_batched(state: ClusterState, expired: Any = None) -> int:
         i = state.best_fit(k, fits[k])
         cap = int(min(waiting[k], max(1, state.fit_count(k, i))))
         m = _run_length(k, share, count, inc, feas, cap)
+        turns[k] += 1
+        if m == 1 and cap > 1:  # users take turns: place a whole stretch of turns at once if safe
+            many = _turns(state, k, share, count, inc, feas, fits, waiting, cap)
+            if many is not None:
+                for n, (srv, j) in many.items():
+                    state.place_many(n, srv, j)
+                    placed += j
+                    waiting[n] -= j
+                    count[n] += j
+                    share[n] = round(float(count[n] * inc[n]), 12)
+                fits = state.fit_matrix()
+                blocked = state._ext_blocked()
+                feas = (waiting > 0) & fits.any(axis=1)
+                continue
         state.place_many(k, i, m)
         placed += m
         waiting[k] -= m
@@ -448,6 +531,7 @@ def allocate_batched(state: ClusterState, expired: Any = None) -> int:
     return placed
 
 
+MAX_STEPS = 20_000  # steps of the counted loop (~4 s): users that take turns cost one step per task
 MAX_COUNT = 2**53  # queued tasks per user: exact in a float (an "unlimited" user on a 1e30 server)
 
 
@@ -477,7 +561,13 @@ def one_reallocation(inst: Instance, batched: bool = True, expired: Any = None
             next_id += counts[n]
     finished = True
     if batched:
-        finished = allocate_batched(sched, expired) >= 0
+        try:
+            finished = allocate_batched(sched, expired, MAX_STEPS) >= 0
+        except TooManySteps as exc:
+            raise InstanceError(f"users[{exc.users[0]}]: tsf-er-online places whole tasks, and users "
+                                f"{', '.join(map(str, exc.users))} take turns one task at a time for more "
+                                f"than {MAX_STEPS:,} steps; give task limits, or use tsf-er for the "
+                                "fractional allocation") from None
     else:
         sched.reallocation()
     x = np.zeros((inst.n_users, inst.n_servers))

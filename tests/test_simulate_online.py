@@ -67,10 +67,31 @@ def test_a_billion_tasks_are_counted_not_listed():
     np.testing.assert_array_equal(r.x.T @ [1.0, 2.0], [1e6, 3e5])  # both servers full
 
 
-def test_alike_users_taking_turns_obey_the_time_limit():
-    """Two alike users alternate, one step per task: a time limit stops the loop with what it placed."""
-    r = solve(Instance.from_arrays(capacity=[[1e7]], demand=[[1.0], [1.0]]), "tsf-er-online", time_limit=1)
-    assert r.status.value == "time_limit" and 0 < r.x.sum() < 1e7 and abs(r.x[0, 0] - r.x[1, 0]) <= 1
+def test_alike_users_taking_turns_are_counted_too():
+    """Two alike users alternate task by task; a stretch of turns whose order cannot matter (each keeps
+    its server, everything fits) is placed at once: 10⁷ tasks in a few steps, the same split as the
+    one-by-one loop would make."""
+    r = solve(Instance.from_arrays(capacity=[[1e7]], demand=[[1.0], [1.0]]), "tsf-er-online")
+    assert r.status.value == "converged"
+    np.testing.assert_array_equal(r.x, [[5e6], [5e6]])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 100_000))
+def test_counted_turns_equal_one_task_at_a_time(seed):
+    """Alike users (equal demands, sometimes weights, placement, an external resource) on small integer
+    capacities: the counted loop, turns batched, equals the one-by-one loop task for task."""
+    rng = np.random.default_rng(seed)
+    N, K, R = int(rng.integers(2, 6)), int(rng.integers(1, 4)), int(rng.integers(1, 3))
+    demand = rng.integers(1, 4, (N, R)).astype(float)
+    demand[1] = demand[0]
+    elig = rng.random((N, K)) > 0.3
+    elig[:, 0] |= ~elig.any(axis=1)
+    kw = {"external_capacity": [float(rng.integers(100, 500))],
+          "external_demand": rng.integers(0, 3, (N, 1)).astype(float)} if seed % 3 == 0 else {}
+    inst = Instance.from_arrays(capacity=rng.integers(50, 400, (K, R)).astype(float), demand=demand,
+                                weight=rng.choice([1.0, 2.0], N) if seed % 2 else None, eligible=elig, **kw)
+    np.testing.assert_array_equal(one_reallocation(inst), one_reallocation(inst, batched=False))
 
 
 def test_best_fit_by_normalised_squared_distance():
