@@ -83,6 +83,62 @@ def normalized(inst: Instance) -> tuple[Instance, np.ndarray, np.ndarray]:
     return out, k, rho
 
 
+def canonical_split(inst: Instance, x: np.ndarray, tol: float = 1e-9) -> tuple[np.ndarray, dict[str, Any]]:
+    r"""One split per PS-DSF allocation on the time-shared form: users whose rates are proportional
+    across servers can trade time on them without changing anything the certificate sees, so the
+    totals ``X_n`` are unique but the split is not. Among the splits that keep every total, keep
+    every saturated server saturated and let only the users of least weighted VDS at a server hold
+    time there (exactly what Thm 1 asks on a one-resource server), take the canonical vertex
+    (:mod:`fairalloc.solvers.canonical`: ``max Σ h[n,i]·x[n,i]/X_n``, ``h`` a hash of the names). The
+    certificate is checked on the result; the input comes back unchanged if it fails, and on the
+    capacity form (where which users may hold a resource depends on the split itself)."""
+    import pyomo.environ as pyo
+    from pyomo.common.collections import ComponentMap
+
+    from fairalloc.models.feasible import feasible_set, name_hash
+    from fairalloc.solvers.canonical import canonical_point
+    from fairalloc.verify.psdsf import psdsf_certificate
+
+    x = np.asarray(x, float)
+    if not inst.time_shared or inst.has_task_limits or inst.has_budgets:
+        return x, {"rule": "none (capacity form, task limits or budgets: the solver's split)"}
+    X = x.sum(axis=1)
+    s = weighted_vds(inst, x)
+    least = np.nanmin(np.where(inst.runnable, s, np.inf), axis=0)
+    may = inst.runnable & (s <= least[None, :] * (1 + 1e-6)) & (X[:, None] > 0)  # the certificate's ties
+    used = np.where(inst.runnable, x / np.where(inst.runnable, inst.gamma, 1.0), 0.0).sum(axis=0)
+    m = pyo.ConcreteModel(name=f"ps-dsf-split[{inst.name}]")
+    m.chi = chi = feasible_set(inst, task_limits=False, budgets=False)
+    scale = ComponentMap()
+    for (n, i), v in zip(chi.pairs.tolist(), chi.x.values()):
+        if may[n, i]:
+            v.set_value(float(x[n, i]))
+            scale[v] = (float(X[n]), name_hash(inst.users[n], inst.servers[i]))
+        else:
+            v.fix(0.0)
+    keep = [u for n, u in enumerate(inst.users) if X[n] > 0]
+    total = dict(zip(inst.users, X.tolist()))
+    m.total = pyo.Constraint(keep, rule=lambda m, u: pyo.inequality(total[u] * (1 - tol), chi.X[u],
+                                                                    total[u] * (1 + tol)))
+    full = {srv: float(used[i]) for i, srv in enumerate(inst.servers)
+            if used[i] >= 1 - 1e-6 and srv in chi.time}  # saturated stays saturated
+    m.saturated = pyo.Constraint(list(full), rule=lambda m, srv: chi.time[srv].body
+                                 >= full[srv] * (1 - 1e-12))
+    m.objective = pyo.Objective(expr=0.0)
+    out = canonical_point(m, scale)
+    info = {"rule": "canonical vertex of the PS-DSF splits with these totals", "status": out.status.value}
+    if not out.ok:
+        return x, info
+    y = np.zeros_like(x)
+    for (n, i), v in zip(chi.pairs.tolist(), chi.x.values()):
+        y[n, i] = max(0.0, float(v.value or 0.0))
+    if not psdsf_certificate(inst, y)["holds"] or np.abs(y.sum(axis=1) - X).max(initial=0.0) > 1e-7 * max(
+            1.0, float(X.max(initial=0.0))):
+        info["status"] = "rejected (certificate)"
+        return x, info
+    return y, info
+
+
 def expose_all_pairs(model: Any, inst: Instance, i: int) -> None:
     """Give server ``i``'s model a variable ``chi.x[user, server]`` for every runnable pair, so a
     ``customize`` hook written for the whole allocation (``m.chi.x["u2", "s1"].setub(0.2)``) runs on every

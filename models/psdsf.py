@@ -83,6 +83,7 @@ import pyomo.environ as pyo
 from fairalloc.instance import Instance
 from fairalloc.models._perserver import (
     ServerRows,
+    canonical_split,
     column_bounds,
     coupled_users,
     coupling_room,
@@ -441,8 +442,11 @@ def solve(inst: Instance, session: Session, algorithm: str = "best-response", to
         x, status, info = algorithm_i(inst, min(tol, 1e-9), max_iter)
     else:
         x, status, info = distributed(inst, seed, min(tol, 1e-9), max_iter)
-    cert = psdsf_certificate(inst, x, bounds=bounds)
     edited = session.customize is not None
+    split = None
+    if status is Status.CONVERGED and not edited:  # one split per allocation (time-shared form)
+        x, split = canonical_split(inst, x)
+    cert = psdsf_certificate(inst, x, bounds=bounds)
     message = info.pop("message", "") or ("" if status.ok else f"{algorithm}: {status.value}")
     if status is Status.CONVERGED and not cert["holds"] and edited:
         # the hook added rows the certificate cannot read: what remains is the fixed point itself, every
@@ -455,6 +459,6 @@ def solve(inst: Instance, session: Session, algorithm: str = "best-response", to
         message = "fixed point reached but the PS-DSF certificate fails (see details.certificate)"
     vds = weighted_vds(inst, x)
     return Solution(x, status, message, details={
-        "algorithm": algorithm, **info, "certificate": cert,
+        "algorithm": algorithm, **info, "certificate": cert, **({"canonical": split} if split else {}),
         "weighted_vds": {u: {s: float(vds[n, i]) for i, s in enumerate(inst.servers)
                              if inst.runnable[n, i]} for n, u in enumerate(inst.users)}})

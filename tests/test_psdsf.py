@@ -158,3 +158,32 @@ def test_best_response_and_algorithm_i_agree(family):
         np.testing.assert_allclose(xa, xb, rtol=1e-6, atol=1e-6 * max(1.0, float(np.abs(xb).max())))
         for r in (a, b):
             assert psdsf_certificate(inst, r.x)["holds"]
+
+
+def test_time_shared_split_is_canonical():
+    """Users 1–3 have rates proportional across s1 and s2, so they can trade time there without changing
+    any total or the certificate: the split is not unique. The canonical split (a name-hashed vertex of
+    the splits with these totals) is the same under every algorithm, solver route and order of users
+    and servers in the file."""
+    from fairalloc import Instance
+    from fairalloc.io import instance_to_dict, parse_instance
+
+    rates = [[2.0, 4.0, 1.0], [1.0, 2.0, 0.5], [3.0, 6.0, 1.5], [1.0, 3.0, 2.0]]
+    inst = Instance.from_arrays(rates=rates, name="proportional")
+    ref = solve(inst, "ps-dsf")
+    assert ref.status.value == "converged" and ref.details["canonical"]["status"] == "optimal"
+    assert ref.details["certificate"]["holds"]
+    np.testing.assert_allclose(ref.tasks, [2, 1, 3, 2], rtol=1e-7)
+    d = instance_to_dict(inst)
+    pu, ps = [2, 0, 3, 1], [1, 2, 0]
+    d["users"] = [d["users"][k] for k in pu]
+    d["servers"] = [d["servers"][k] for k in ps]
+    perm = parse_instance(d)
+    runs = [solve(inst, "ps-dsf", algorithm="paper"), solve(inst, "ps-dsf", solver="highs-ipm"),
+            solve(perm, "ps-dsf")]
+    for r in runs:
+        x = np.zeros_like(ref.x)
+        for a, u in enumerate(r.users):
+            for b, srv in enumerate(r.servers):
+                x[inst.users.index(u), inst.servers.index(srv)] = r.x[a, b]
+        np.testing.assert_allclose(x, ref.x, rtol=1e-6, atol=1e-9)
