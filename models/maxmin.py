@@ -119,10 +119,7 @@ def first_level_estimate(inst: Instance, coeff: np.ndarray) -> float:
     s = s[np.isfinite(s) & (s > 0)]
     if not s.size:
         return 1.0
-    # no row coefficient above 1e9 (HiGHS refuses matrix values from 1e15): a share coefficient range
-    # wider than that leaves the smallest level below the solver's resolution, as without scaling
-    big = float(np.max(c[np.isfinite(c)], initial=0.0))
-    return max(float(s.min()), 1e-9 * big)
+    return float(s.min())
 
 
 @dataclass
@@ -221,6 +218,12 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
             return MaxMinOutcome(Status.ERROR, levels, rounds, f"round {len(rounds) + 1}: {out.solver} "
                                  f"returned no level ({out.message})", handle)
         t = level_of(blk)
+        if rounds and t < rounds[-1]["level"] * (1 - 1e-7):
+            # each round's LP contains the last one's point: a lower level is the solver's precision
+            # giving out (a share 1e-10 of what its user could reach, say), not an answer
+            return MaxMinOutcome(Status.ERROR, levels, rounds, f"round {len(rounds) + 1}: level {t:.6g} "
+                                 f"below the previous round's {rounds[-1]['level']:.6g}: the LP lost "
+                                 "precision (a share far below what its user could reach)", handle)
         lps = 1
         y = _duals(handle, [blk.level[n] for n in active])
         if y is not None:

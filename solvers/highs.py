@@ -91,6 +91,42 @@ def _inf(a: np.ndarray) -> np.ndarray:
     return np.clip(a, -highspy.kHighsInf, highspy.kHighsInf)
 
 
+def _row_scale(lo: np.ndarray, up: np.ndarray, rowmax: np.ndarray) -> np.ndarray:
+    """``1/|b|`` for a row with a finite non-zero bound ``b`` (the larger one if both), else one over its
+    largest coefficient: every capacity, limit and budget row then reads "≤ 1"."""
+    b = np.maximum(np.where(np.isfinite(lo), np.abs(lo), 0.0), np.where(np.isfinite(up), np.abs(up), 0.0))
+    b = np.where(b > 0, b, rowmax)
+    return 1.0 / np.where(b > 0, b, 1.0)
+
+
+def scales(A: Any, row_lb: np.ndarray, row_ub: np.ndarray, integer: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column factors ``R``, ``C`` for the LP HiGHS is given, ``A' = R·A·C``, ``x = C·x'``.
+
+    Rows by their bound (:func:`_row_scale`), then every continuous column by its largest entry in the
+    scaled rows: a column's unit becomes "the most of its tightest row it may use", so a user that can
+    run 1.7·10⁻⁸ tasks and one that can run 10⁹ both live near 1, and the solver's absolute tolerances
+    (10⁻⁷ on bounds and rows) act relative to each row's bound and each user's reach. Without it a column
+    of coefficient 8·10⁴ came back at −2·10⁻⁹ (within tolerance) and its row, once that entry is read as
+    0, was 14 % over. An entry the scaling makes smaller than 10⁻¹² of its row's bound is one HiGHS drops:
+    that column cannot move the row by more than that."""
+    A = sp.csr_array(A)
+    absA = abs(A)
+    rowmax = absA.max(axis=1).toarray().ravel() if A.shape[0] else np.zeros(0)
+    R = _row_scale(np.asarray(row_lb, float), np.asarray(row_ub, float), rowmax)
+    colmax = (sp.diags(R) @ absA).max(axis=0).toarray().ravel() if A.shape[0] else np.zeros(A.shape[1])
+    C = np.where((colmax > 0) & ~np.asarray(integer, bool), 1.0 / np.where(colmax > 0, colmax, 1.0), 1.0)
+    # rows without a finite non-zero bound (max-min rows, a floor not yet set) by their largest entry in
+    # the scaled columns: one scaled by its unscaled entries could end with entries of 10⁻⁹ and an
+    # activity the solver's absolute tolerance no longer sees (a frozen user's floor did not hold)
+    lo, up = np.asarray(row_lb, float), np.asarray(row_ub, float)
+    bound = (np.isfinite(lo) & (lo != 0)) | (np.isfinite(up) & (up != 0))
+    if A.shape[0] and not bound.all():
+        scaled_max = (absA @ sp.diags(C)).max(axis=1).toarray().ravel()
+        R = np.where(bound, R, 1.0 / np.where(scaled_max > 0, scaled_max, 1.0))
+    return R, C
+
+
 class HighsBridge:
     """A Pyomo model held in a ``highspy.Highs`` object.
 
@@ -105,6 +141,7 @@ class HighsBridge:
         t0 = time.perf_counter()
         self.model = model
         self.form = compile_linear(model)
+        self.R, self.C = scales(self.form.A, self.form.row_lb, self.form.row_ub, self.form.integer)
         self.h = new_highs()
         self.h.setOptionValue("solver", algorithm)
         for k, v in (options or {}).items():
@@ -151,15 +188,17 @@ class HighsBridge:
         f = self.form
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = f.A.shape[1], f.A.shape[0]
-        lp.col_cost_ = f.c
+        R, C = self.R, self.C
+        lp.col_cost_ = f.c * C
         lp.offset_ = f.c0
-        lp.col_lower_, lp.col_upper_ = _inf(f.col_lb), _inf(f.col_ub)
-        lp.row_lower_, lp.row_upper_ = _inf(f.row_lb), _inf(f.row_ub)
+        lp.col_lower_, lp.col_upper_ = _inf(f.col_lb / C), _inf(f.col_ub / C)
+        lp.row_lower_, lp.row_upper_ = _inf(f.row_lb * R), _inf(f.row_ub * R)
         lp.sense_ = highspy.ObjSense.kMinimize if f.sense == 1 else highspy.ObjSense.kMaximize
         lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
         lp.a_matrix_.start_ = f.A.indptr
         lp.a_matrix_.index_ = f.A.indices
-        lp.a_matrix_.value_ = f.A.data
+        rows = np.repeat(np.arange(f.A.shape[0]), np.diff(f.A.indptr))
+        lp.a_matrix_.value_ = f.A.data * R[rows] * C[f.A.indices]
         if f.integer.any():
             lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
                                for i in f.integer]
@@ -207,8 +246,9 @@ class HighsBridge:
         lbs, ubs = np.where(seen, f.nat_lb, -INF), np.where(seen, f.nat_ub, INF)
         changed = np.flatnonzero((lbs != f.row_lb) | (ubs != f.row_ub))
         if changed.size:
-            self.h.changeRowsBounds(changed.size, changed.astype(np.int32), _inf(lbs[changed]),
-                                    _inf(ubs[changed]))
+            R = self.R[changed]
+            self.h.changeRowsBounds(changed.size, changed.astype(np.int32), _inf(lbs[changed] * R),
+                                    _inf(ubs[changed] * R))
             f.row_lb, f.row_ub = lbs, ubs
         if new:
             self._add_rows(new)
@@ -218,8 +258,9 @@ class HighsBridge:
             lb, ub, _ = column_bounds(f.variables)
             changed = np.flatnonzero((lb != f.col_lb) | (ub != f.col_ub))
             if changed.size:
+                C = self.C[changed]
                 self.h.changeColsBounds(changed.size, changed.astype(np.int32),
-                                        _inf(lb[changed]), _inf(ub[changed]))
+                                        _inf(lb[changed] / C), _inf(ub[changed] / C))
                 f.col_lb, f.col_ub = lb, ub
         self._update_objective()
 
@@ -241,13 +282,18 @@ class HighsBridge:
         rows = [self._row_terms(con) for con in cons]  # first: new columns before new rows
         lo = np.empty(len(cons))
         up = np.empty(len(cons))
+        scale = np.empty(len(cons))
         for k, (con, (c, v, const)) in enumerate(zip(cons, rows)):
             lo[k], up[k] = row_bounds(con, const)
-            self.h.addRow(max(lo[k], -highspy.kHighsInf), min(up[k], highspy.kHighsInf), c.size,
-                          c.astype(np.int32), v)
+            vc = v * self.C[c]
+            rk = scale[k] = _row_scale(lo[k:k + 1], up[k:k + 1],
+                                       np.abs(vc).max(initial=0.0, keepdims=True))[0]
+            self.h.addRow(max(lo[k] * rk, -highspy.kHighsInf), min(up[k] * rk, highspy.kHighsInf), c.size,
+                          c.astype(np.int32), vc * rk)
             f.row_index[id(con)] = len(f.constraints)
             f.constraints.append(con)
             f.row_expr.append(con.expr)
+        self.R = np.append(self.R, scale)
         f.row_lb, f.row_ub = np.append(f.row_lb, lo), np.append(f.row_ub, up)
         f.nat_lb, f.nat_ub = np.append(f.nat_lb, lo), np.append(f.nat_ub, up)
         f.row_const = np.append(f.row_const, [const for _, _, const in rows])
@@ -276,6 +322,7 @@ class HighsBridge:
                 self.h.changeColIntegrality(len(f.col_lb), highspy.HighsVarType.kInteger)
             f.col_lb = np.append(f.col_lb, lo)
             f.col_ub = np.append(f.col_ub, up)
+            self.C = np.append(self.C, 1.0)  # a column added later keeps its own unit
             f.integer = np.append(f.integer, v.is_integer() or v.is_binary())
             f.c = np.append(f.c, 0.0)
         if len(f.variables) > f.A.shape[1]:
@@ -302,7 +349,7 @@ class HighsBridge:
         sense = 1 if obj.sense == pyo.minimize else -1
         changed = np.flatnonzero(c != f.c)
         if changed.size:
-            self.h.changeColsCost(changed.size, changed.astype(np.int32), c[changed])
+            self.h.changeColsCost(changed.size, changed.astype(np.int32), c[changed] * self.C[changed])
         if c0 != f.c0:
             self.h.changeObjectiveOffset(c0)
         if sense != f.sense:
@@ -331,7 +378,7 @@ class HighsBridge:
                     self.h.changeCoeff(int(r), j, 0.0)
                 for j, val in zip(c.tolist(), v.tolist()):
                     if old.get(j) != val:
-                        self.h.changeCoeff(int(r), j, val)
+                        self.h.changeCoeff(int(r), j, val * self.R[r] * self.C[j])
                 edits[int(r)] = (c, v)
             f.row_const[r] = const
             lo[k], up[k] = row_bounds(con, const)
@@ -339,7 +386,8 @@ class HighsBridge:
         f.nat_lb[idx], f.nat_ub[idx] = lo, up
         active = np.fromiter((con.active for con in constraints), bool, len(constraints))
         lo, up = np.where(active, lo, -INF), np.where(active, up, INF)
-        self.h.changeRowsBounds(idx.size, idx.astype(np.int32), _inf(lo), _inf(up))
+        R = self.R[idx]
+        self.h.changeRowsBounds(idx.size, idx.astype(np.int32), _inf(lo * R), _inf(up * R))
         f.row_lb[idx], f.row_ub[idx] = lo, up
         if edits:
             self._replace_rows(edits)
@@ -361,7 +409,7 @@ class HighsBridge:
             A = sp.csc_array((np.asarray(m.value_), np.asarray(m.index_), np.asarray(m.start_)), shape)
         else:
             A = sp.csr_array((np.asarray(m.value_), np.asarray(m.index_), np.asarray(m.start_)), shape)
-        self.form.A = sp.csr_array(A)
+        self.form.A = sp.csr_array(sp.diags(1.0 / self.R) @ sp.csr_array(A) @ sp.diags(1.0 / self.C))
 
     # ------------------------------------------------------------------ solve
     def solve(self, time_limit: float | None = None, options: dict[str, Any] | None = None,
@@ -413,16 +461,16 @@ class HighsBridge:
         out = SolveOutcome(status=status, solver=f"highs-{self.algorithm}" if self.algorithm !=
                            "choose" else "highs", message=message, iterations=int(iters),
                            solve_seconds=solve_s, extra={"has_point": has_point})
-        if has_point:
-            self.x = np.asarray(sol.col_value, float)
-            self.row_value = np.asarray(sol.row_value, float)
+        if has_point:  # from HiGHS's units: x = C·x', activity a'/R, row duals R·y', reduced costs z'/C
+            self.x = np.asarray(sol.col_value, float) * self.C
+            self.row_value = np.asarray(sol.row_value, float) / self.R
             load_values(self.form.variables, self.x)
             out.objective = float(info.objective_function_value)
             if not sol.dual_valid:  # no multipliers for this point: none of the last solve's either
                 self.row_dual = self.col_dual = None
             if sol.dual_valid:
-                self.row_dual = np.asarray(sol.row_dual, float)
-                self.col_dual = np.asarray(sol.col_dual, float)
+                self.row_dual = np.asarray(sol.row_dual, float) * self.R
+                self.col_dual = np.asarray(sol.col_dual, float) / self.C
                 if kkt and not self.is_mip:
                     out.kkt = self.kkt()
         out.load_seconds = time.perf_counter() - t1
