@@ -99,6 +99,13 @@ def _row_scale(lo: np.ndarray, up: np.ndarray, rowmax: np.ndarray) -> np.ndarray
     return 1.0 / np.where(b > 0, b, 1.0)
 
 
+def _cost_scale(cost: np.ndarray) -> float:
+    """One factor for the objective: its largest scaled cost becomes 1, so the solver's dual tolerance
+    (10⁻⁷) is relative to it (a welfare of 10⁻⁹ tasks otherwise sits below it entirely)."""
+    top = float(np.abs(cost).max(initial=0.0))
+    return 1.0 / top if top > 0 and np.isfinite(top) else 1.0
+
+
 def scales(A: Any, row_lb: np.ndarray, row_ub: np.ndarray, integer: np.ndarray
            ) -> tuple[np.ndarray, np.ndarray]:
     """Row and column factors ``R``, ``C`` for the LP HiGHS is given, ``A' = R·A·C``, ``x = C·x'``.
@@ -142,6 +149,7 @@ class HighsBridge:
         self.model = model
         self.form = compile_linear(model)
         self.R, self.C = scales(self.form.A, self.form.row_lb, self.form.row_ub, self.form.integer)
+        self.K = _cost_scale(self.form.c * self.C)
         self.h = new_highs()
         self.h.setOptionValue("solver", algorithm)
         for k, v in (options or {}).items():
@@ -189,8 +197,8 @@ class HighsBridge:
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = f.A.shape[1], f.A.shape[0]
         R, C = self.R, self.C
-        lp.col_cost_ = f.c * C
-        lp.offset_ = f.c0
+        lp.col_cost_ = f.c * C * self.K
+        lp.offset_ = f.c0 * self.K
         lp.col_lower_, lp.col_upper_ = _inf(f.col_lb / C), _inf(f.col_ub / C)
         lp.row_lower_, lp.row_upper_ = _inf(f.row_lb * R), _inf(f.row_ub * R)
         lp.sense_ = highspy.ObjSense.kMinimize if f.sense == 1 else highspy.ObjSense.kMaximize
@@ -347,11 +355,17 @@ class HighsBridge:
         c = np.zeros(len(f.variables))
         np.add.at(c, np.asarray(cols, np.int64), np.asarray(vals, float))
         sense = 1 if obj.sense == pyo.minimize else -1
-        changed = np.flatnonzero(c != f.c)
+        K = _cost_scale(c * self.C)
+        if np.isclose(K, self.K, rtol=1e-3):
+            changed, offset = np.flatnonzero(c != f.c), c0 != f.c0
+        else:  # a new objective of another magnitude: every cost in the new scale
+            self.K = K
+            changed, offset = np.arange(c.size), True
         if changed.size:
-            self.h.changeColsCost(changed.size, changed.astype(np.int32), c[changed] * self.C[changed])
-        if c0 != f.c0:
-            self.h.changeObjectiveOffset(c0)
+            cost = c[changed] * self.C[changed] * self.K
+            self.h.changeColsCost(changed.size, changed.astype(np.int32), cost)
+        if offset:
+            self.h.changeObjectiveOffset(c0 * self.K)
         if sense != f.sense:
             self.h.changeObjectiveSense(highspy.ObjSense.kMinimize if sense == 1
                                         else highspy.ObjSense.kMaximize)
@@ -371,17 +385,22 @@ class HighsBridge:
             c, v, const = self._row_terms(con)
             s, e = f.A.indptr[r], f.A.indptr[r + 1]
             oc, ov = f.A.indices[s:e], f.A.data[s:e]
+            lo[k], up[k] = row_bounds(con, const)
             if not (oc.size == c.size and np.array_equal(np.sort(oc), c)
                     and np.array_equal(ov[np.argsort(oc)], v)):
                 old = dict(zip(oc.tolist(), ov.tolist()))
                 for j in set(old) - set(c.tolist()):
                     self.h.changeCoeff(int(r), j, 0.0)
+                # new coefficients (a re-scaled max-min row: 10⁷ times smaller) get the row a new scale
+                vc = v * self.C[c]
+                rs = _row_scale(lo[k:k + 1], up[k:k + 1], np.abs(vc).max(initial=0.0, keepdims=True))[0]
+                rescaled = not np.isclose(rs, self.R[r], rtol=1e-3)
+                self.R[r] = rs
                 for j, val in zip(c.tolist(), v.tolist()):
-                    if old.get(j) != val:
-                        self.h.changeCoeff(int(r), j, val * self.R[r] * self.C[j])
+                    if rescaled or old.get(j) != val:
+                        self.h.changeCoeff(int(r), j, val * rs * self.C[j])
                 edits[int(r)] = (c, v)
             f.row_const[r] = const
-            lo[k], up[k] = row_bounds(con, const)
             f.row_expr[r], f.row_bound_src[r] = con.expr, bound_sources(con)
         f.nat_lb[idx], f.nat_ub[idx] = lo, up
         active = np.fromiter((con.active for con in constraints), bool, len(constraints))
@@ -465,12 +484,12 @@ class HighsBridge:
             self.x = np.asarray(sol.col_value, float) * self.C
             self.row_value = np.asarray(sol.row_value, float) / self.R
             load_values(self.form.variables, self.x)
-            out.objective = float(info.objective_function_value)
+            out.objective = float(info.objective_function_value) / self.K
             if not sol.dual_valid:  # no multipliers for this point: none of the last solve's either
                 self.row_dual = self.col_dual = None
             if sol.dual_valid:
-                self.row_dual = np.asarray(sol.row_dual, float) * self.R
-                self.col_dual = np.asarray(sol.col_dual, float) / self.C
+                self.row_dual = np.asarray(sol.row_dual, float) * self.R / self.K
+                self.col_dual = np.asarray(sol.col_dual, float) / (self.C * self.K)
                 if kkt and not self.is_mip:
                     out.kkt = self.kkt()
         out.load_seconds = time.perf_counter() - t1
