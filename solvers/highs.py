@@ -110,24 +110,23 @@ def scales(A: Any, row_lb: np.ndarray, row_ub: np.ndarray, integer: np.ndarray
            ) -> tuple[np.ndarray, np.ndarray]:
     """Row and column factors ``R``, ``C`` for the LP HiGHS is given, ``A' = R·A·C``, ``x = C·x'``.
 
-    Rows by their bound (:func:`_row_scale`), then every continuous column by its largest entry in the
-    scaled rows: a column's unit becomes "the most of its tightest row it may use", so a user that can
-    run 1.7·10⁻⁸ tasks and one that can run 10⁹ both live near 1, and the solver's absolute tolerances
-    (10⁻⁷ on bounds and rows) act relative to each row's bound and each user's reach. Without it a column
-    of coefficient 8·10⁴ came back at −2·10⁻⁹ (within tolerance) and its row, once that entry is read as
-    0, was 14 % over. An entry the scaling makes smaller than 10⁻¹² of its row's bound is one HiGHS drops:
-    that column cannot move the row by more than that."""
+    Rows with a finite non-zero bound (capacities, limits, budgets) by that bound; every continuous
+    column by its largest entry in those rows, so its unit becomes "the most of its tightest row it may
+    use": a user that can run 1.7·10⁻⁸ tasks and one that can run 10⁹ both live near 1, and the
+    solver's absolute tolerances (10⁻⁷ on bounds and rows) act relative to each row's bound and each
+    user's reach. (Without it a column of coefficient 8·10⁴ came back at −2·10⁻⁹, within tolerance, and
+    its row, once that entry was read as 0, was 14 % over.) Columns in no such row (a max-min level
+    ``t``) keep their unit; rows without such a bound (``share ≥ t``) are scaled by their largest entry
+    once the columns are. An entry scaled below 10⁻¹² of its row's largest is one HiGHS drops: that
+    column cannot move the row by more than that."""
     A = sp.csr_array(A)
     absA = abs(A)
-    rowmax = absA.max(axis=1).toarray().ravel() if A.shape[0] else np.zeros(0)
-    R = _row_scale(np.asarray(row_lb, float), np.asarray(row_ub, float), rowmax)
-    colmax = (sp.diags(R) @ absA).max(axis=0).toarray().ravel() if A.shape[0] else np.zeros(A.shape[1])
-    C = np.where((colmax > 0) & ~np.asarray(integer, bool), 1.0 / np.where(colmax > 0, colmax, 1.0), 1.0)
-    # rows without a finite non-zero bound (max-min rows, a floor not yet set) by their largest entry in
-    # the scaled columns: one scaled by its unscaled entries could end with entries of 10⁻⁹ and an
-    # activity the solver's absolute tolerance no longer sees (a frozen user's floor did not hold)
     lo, up = np.asarray(row_lb, float), np.asarray(row_ub, float)
     bound = (np.isfinite(lo) & (lo != 0)) | (np.isfinite(up) & (up != 0))
+    rowmax = absA.max(axis=1).toarray().ravel() if A.shape[0] else np.zeros(0)
+    R = np.where(bound, _row_scale(lo, up, rowmax), 0.0)
+    colmax = (sp.diags(R) @ absA).max(axis=0).toarray().ravel() if A.shape[0] else np.zeros(A.shape[1])
+    C = np.where((colmax > 0) & ~np.asarray(integer, bool), 1.0 / np.where(colmax > 0, colmax, 1.0), 1.0)
     if A.shape[0] and not bound.all():
         scaled_max = (absA @ sp.diags(C)).max(axis=1).toarray().ravel()
         R = np.where(bound, R, 1.0 / np.where(scaled_max > 0, scaled_max, 1.0))
