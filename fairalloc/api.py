@@ -127,7 +127,9 @@ def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver
             "hook": getattr(customize, "__qualname__", repr(customize)),
             "models": session.customized}}
     st = session.stats
-    allocation = snap_zeros(sol.allocation, sol.zero_tol, _user_scale(inst, sol))
+    on_servers = sol.allocation.shape == (inst.n_users, inst.n_servers)
+    allocation = snap_zeros(sol.allocation, sol.zero_tol, _user_scale(inst, sol),
+                            np.where(inst.runnable, inst.gamma, np.inf) if on_servers else None)
     _guard_feasibility(inst, sol, allocation, customize)
     result = Result(
         instance=inst.name, mechanism=mech.name, status=sol.status, users=inst.users,

@@ -29,7 +29,8 @@ class ResultError(FairallocError, ValueError):
     """A result file is malformed."""
 
 
-def snap_zeros(x: np.ndarray, rel_tol: float = 1e-9, scale: np.ndarray | None = None) -> np.ndarray:
+def snap_zeros(x: np.ndarray, rel_tol: float = 1e-9, scale: np.ndarray | None = None,
+               pair_scale: np.ndarray | None = None) -> np.ndarray:
     """Set solver noise to exactly zero, relative to each user's own numbers: entries with
     ``|x[n,i]| ≤ rel_tol·max(Σ_i |x[n,i]|, 10⁻³·scale[n])``.
 
@@ -37,12 +38,18 @@ def snap_zeros(x: np.ndarray, rel_tol: float = 1e-9, scale: np.ndarray | None = 
     largest entry of the user's row). Relative to the user's total, so a split across servers loses only
     its noise and a user whose allocation is tiny — 10⁻¹¹ tasks because another user holds a shared
     resource — keeps it; the ``10⁻³·scale`` floor clears a row that is noise as a whole (≤ 10⁻¹²·η_n at
-    the default ``rel_tol``). Per user: one running 5·10⁻⁷ tasks keeps them next to one running 5000."""
+    the default ``rel_tol``). Per user: one running 5·10⁻⁷ tasks keeps them next to one running 5000.
+    ``pair_scale`` (users × servers: ``γ[n,i]``, the most tasks ``n`` fits on ``i``) keeps an entry that is
+    more than ``rel_tol`` of what the server holds for that user: 3·10⁻⁸ tasks of a demand of 3·10⁵ on a
+    capacity of 0.01 are 10⁻³ of that server's resource, whatever the user's total."""
     x = np.array(x, dtype=float, copy=True)
     if x.size:
         s = np.nanmax(np.abs(x), axis=1) if scale is None else np.asarray(scale, float)
         total = np.abs(x).sum(axis=1)
-        x[np.abs(x) <= rel_tol * np.maximum(total, 1e-3 * s)[:, None]] = 0.0
+        thr = np.broadcast_to(rel_tol * np.maximum(total, 1e-3 * s)[:, None], x.shape)
+        if pair_scale is not None:
+            thr = np.minimum(thr, rel_tol * np.asarray(pair_scale, float))
+        x[np.abs(x) <= thr] = 0.0
     return x
 
 

@@ -208,7 +208,7 @@ def _sweeps(inst: Instance, session: Session, tol: float, max_iter: int, servers
         bar.update(1)
         bar.set_postfix_str(f"change {change:.2g}", refresh=False)
         log.info("ps-dsf best response: sweep %d, largest change %.3g", sweep, change)
-        if change <= tol * max(1.0, float(x.max(initial=0.0))):
+        if change <= tol * float(x.max(initial=0.0)):  # relative to the allocation, whatever its units
             status = Status.CONVERGED
             break
         if session.expired():

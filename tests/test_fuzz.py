@@ -4,7 +4,10 @@ shares nothing with the library's solve path (numpy and an exact rational simple
 - every ``optimal``/``converged`` allocation meets every row of χ to 1e-6 of the row's bound;
 - the max-min mechanisms reach the first max-min level of their share (one LP, here);
 - utilitarian and relative-utilitarian reach the LP optimum;
-- MNW's reported duality gap is recomputed.
+- MNW's reported duality gap is recomputed from the prices it reports;
+- PS-DSF's allocation has a bottleneck resource for every user at every server ([PSDSF] Thm 1, written
+  out here from the definition);
+- αPF-VDS (α = 1) and MNW give the same totals when both are ``optimal`` ([APF] Thm 2).
 
 ``FAIRALLOC_FUZZ=400`` runs 400 instances instead of the default 48.
 """
@@ -158,7 +161,7 @@ def share_coeff(inst: Instance, kind: str) -> np.ndarray:
 
 def failures(inst: Instance) -> tuple[int, list[str]]:
     """Every mechanism on ``inst``; the independent checks that fail, as ``"mechanism: what"``."""
-    checked, bad = 0, []
+    checked, bad, done = 0, [], {}
     for mech in fairalloc.mechanisms():
         try:
             r = fairalloc.solve(inst, mech)
@@ -167,11 +170,52 @@ def failures(inst: Instance) -> tuple[int, list[str]]:
         if not r.ok:
             continue
         checked += 1
+        done[mech] = r
         try:
             check_result(inst, mech, r)
         except AssertionError as exc:
             bad.append(f"{mech} ({r.status.value}): {' '.join(str(exc).split())[:200]}")
+    a, m = done.get("apf-vds"), done.get("mnw")  # α = 1: αPF-VDS is weighted PF ([APF] Thm 2)
+    if a is not None and m is not None and a.status.value == m.status.value == "optimal" \
+            and not np.allclose(a.tasks, m.tasks, rtol=1e-6, atol=1e-9 * float(np.max(m.tasks, initial=0))):
+        bad.append(f"apf-vds: totals {a.tasks} differ from mnw's {m.tasks} at alpha = 1")
     return checked, bad
+
+
+def check_psdsf_bottlenecks(inst: Instance, x: np.ndarray, tol: float = 1e-6) -> None:
+    """[PSDSF] Thm 1 from its definition: every user has, at every server it can run on, a resource it
+    demands that is saturated and held by no user of larger weighted VDS X_n/(φ_n γ[n,i]) (a user at
+    its task limit is blocked everywhere)."""
+    ok = runnable(inst)
+    X = x.sum(axis=1)
+    if inst.rates is not None:
+        gamma = np.where(ok, inst.rates, 0.0)
+        dem = np.where(ok, 1.0 / np.where(ok, inst.rates, 1.0), 0.0)[:, :, None]  # (N, K, 1): time
+        cap = np.ones((inst.n_servers, 1))
+    else:
+        with np.errstate(divide="ignore"):
+            ratio = np.where(inst.demand[:, None, :] > 0,
+                             inst.capacity[None, :, :] / np.where(inst.demand[:, None, :] > 0,
+                                                                  inst.demand[:, None, :], 1.0), np.inf)
+        gamma = np.where(ok, ratio.min(axis=2), 0.0)
+        dem = np.broadcast_to(inst.demand[:, None, :], (inst.n_users, inst.n_servers, len(inst.resources)))
+        cap = inst.capacity
+    used = np.einsum("nk,nkr->kr", x, dem)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vds = np.where(ok, X[:, None] / (inst.weight[:, None] * gamma), np.nan)
+    hold = x > tol * max(1.0, float(x.max(initial=0.0)))
+    for n, i in np.argwhere(ok):
+        if X[n] >= inst.tasks[n] * (1 - tol):
+            continue
+        blocked = False
+        for r in range(cap.shape[1]):
+            if dem[n, i, r] <= 0 or used[i, r] < cap[i, r] * (1 - tol):
+                continue
+            rivals = hold[:, i] & (dem[:, i, r] > 0)
+            if (vds[rivals, i] <= vds[n, i] * (1 + tol) + 1e-300).all():
+                blocked = True
+                break
+        assert blocked, f"PS-DSF: user {inst.users[n]} has no bottleneck at server {inst.servers[i]}"
 
 
 def check_result(inst: Instance, mech: str, r: fairalloc.Result) -> None:
@@ -188,6 +232,8 @@ def check_result(inst: Instance, mech: str, r: fairalloc.Result) -> None:
         best = lp_optimum(inst, w)
         got = float((w * r.tasks).sum())
         assert got >= best * (1 - 1e-6), f"{got:.9g} below the LP optimum {best:.9g}"
+    if mech == "ps-dsf":
+        check_psdsf_bottlenecks(inst, r.allocation)
     if mech == "mnw" and r.status.value == "optimal":
         from fairalloc.models import mnw
 

@@ -34,15 +34,15 @@ def psdsf_certificate(inst: Instance, x: np.ndarray, tol: float = 1e-6,
                       bounds: np.ndarray | None = None) -> dict[str, Any]:
     """Check [PSDSF] Thm 1 on ``x``; name every (user, server) pair without a bottleneck resource.
 
-    ``tol`` is relative: a resource is saturated when its usage is within ``tol·max(1, c)`` of its
-    capacity, and VDS comparisons allow ``tol·max(1, s)``; allocations below ``tol·max(1, max x)`` count
-    as zero. Returns ``holds``, ``failures`` (list of ``{user, server, reason}``) and, for every pair
-    that passes, its ``bottleneck`` resource. ``bounds`` (users × servers, ``inf`` = none) are upper
-    bounds on single pairs (an edited model's column bounds).
+    ``tol`` is relative to what it tests: a resource is saturated when its usage is within ``tol·c`` of
+    its capacity, VDS comparisons allow ``tol·s``, and a user holds a server when its tasks there are
+    more than ``tol`` of its total. Returns ``holds``, ``failures`` (list of ``{user, server, reason}``)
+    and, for every pair that passes, its ``bottleneck`` resource. ``bounds`` (users × servers,
+    ``inf`` = none) are upper bounds on single pairs (an edited model's column bounds).
     """
     x = np.asarray(x, float)
     vds = inst.vds(x, weighted=True)
-    pos = x > tol * max(1.0, float(np.abs(x).max(initial=0.0)))
+    pos = x > tol * np.abs(x).sum(axis=1, keepdims=True)
     if inst.time_shared:
         with np.errstate(divide="ignore", invalid="ignore"):
             used = np.where(inst.gamma > 0, x / np.where(inst.gamma > 0, inst.gamma, 1), 0.0).sum(0)
@@ -52,17 +52,16 @@ def psdsf_certificate(inst: Instance, x: np.ndarray, tol: float = 1e-6,
         demand = np.broadcast_to(inst.demand[:, None, :], (inst.n_users, inst.n_servers,
                                                           len(inst.resources)))
         usage, cap, names = x.T @ inst.demand, inst.capacity, inst.resources
-    saturated = usage >= cap - tol * np.maximum(1.0, cap)  # (K, R)
+    saturated = usage >= cap * (1 - tol)  # (K, R)
     failures: list[dict[str, str]] = []
     bottleneck: dict[str, dict[str, str]] = {}
     X = x.sum(axis=1)
-    at_limit = X >= inst.tasks - tol * np.maximum(1.0, np.where(np.isfinite(inst.tasks), inst.tasks, 1.0))
+    at_limit = X >= inst.tasks * (1 - tol)
     B = inst.budget_limit
     spent = (inst.budget_cost * x).sum(axis=1)
-    broke = np.isfinite(B) & (spent >= B - tol * np.maximum(1.0, np.where(np.isfinite(B), B, 1.0)))
+    broke = np.isfinite(B) & (spent >= B * (1 - tol))
     capped = (np.zeros_like(x, bool) if bounds is None else
-              np.isfinite(bounds) & (x >= bounds - tol * np.maximum(1.0, np.abs(np.where(
-                  np.isfinite(bounds), bounds, 1.0)))))
+              np.isfinite(bounds) & (x >= bounds * (1 - tol)))
     for n, i in np.argwhere(inst.runnable):
         found = ("tasks" if at_limit[n] else "budget" if broke[n] and inst.budget_cost[n, i] > 0 else
                  "bound" if capped[n, i] else None)
@@ -71,7 +70,7 @@ def psdsf_certificate(inst: Instance, x: np.ndarray, tol: float = 1e-6,
                 continue
             rivals = pos[:, i] & (demand[:, i, r] > 0)
             worst = vds[rivals, i].max(initial=-np.inf)
-            if vds[n, i] >= worst - tol * max(1.0, abs(worst)):
+            if vds[n, i] >= worst - tol * abs(worst):
                 found = names[r]
                 break
         user, server = inst.users[n], inst.servers[i]
