@@ -116,8 +116,23 @@ def _apf_pools(rng: np.random.Generator, jitter: float) -> tuple[list[str], np.n
     return servers, np.array(caps) * noise, where
 
 
+def _apf_expand(servers: list[str], caps: np.ndarray, where: list[str]
+                ) -> tuple[list[str], np.ndarray, list[str]]:
+    """The 250 servers of the nine pools: each pool of ``m`` servers becomes ``m`` identical servers with
+    ``1/m`` of every pool capacity (its cpu and memory are the server type's; the pool's storage device and
+    link are shared evenly), named ``L1-t1-01`` …. Pooling them again gives the pools back exactly."""
+    names, rows, locs = [], [], []
+    for name, cap, loc in zip(servers, caps, where):
+        m = APF_LOCATIONS[loc][0][name.split("-")[1]]
+        names += [f"{name}-{k + 1:02d}" for k in range(m)]
+        rows += [cap / m] * m
+        locs += [loc] * m
+    return names, np.array(rows), locs
+
+
 def apf_cluster(seed: int | np.random.Generator, users_per_location: int = 10, *,
-                weights: bool = False, jitter: float = 0.1, name: str | None = None) -> Instance:
+                weights: bool = False, jitter: float = 0.1, expand: bool = False,
+                name: str | None = None) -> Instance:
     """A cluster of the kind of [APF] Fig. 5 (§6.1), synthesised (the Bitbrain trace is not available).
 
     Three locations; at each, one resource pool per server type (75/100/75 servers of (4 GHz, 12 GB),
@@ -130,10 +145,13 @@ def apf_cluster(seed: int | np.random.Generator, users_per_location: int = 10, *
     as in the VM traces the paper samples. Weights from {1, 2, 3} when ``weights``. Every pool capacity is
     multiplied by ``U(1 − jitter, 1 + jitter)``: with identical storage and links at a location, users
     bound by them would otherwise see exactly proportional pools, a continuum of equilibria in ``x``
-    (``jitter=0`` gives the paper's nominal numbers).
+    (``jitter=0`` gives the paper's nominal numbers). ``expand=True`` lists the 250 servers instead of the
+    nine pools (:func:`_apf_expand`; the same draws, so pooling them gives the pooled instance back).
     """
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     servers, caps, where = _apf_pools(rng, jitter)
+    if expand:
+        servers, caps, where = _apf_expand(servers, caps, where)
     lo = np.array([0.25, 0.25, 0.1, 0.5, 1.0])
     hi = np.array([4.0, 8.0, 4.0, 20.0, 50.0])
     users, dem, elig = [], [], []
@@ -272,7 +290,7 @@ def google_jobs_instance(jobs: pd.DataFrame, expand: bool = False, name: str | N
 
 # ---------------------------------------------------------------------- Bitbrain-like VMs on [APF] Fig. 5
 def apf_bitbrain(seed: int | np.random.Generator, n_users: int = 30, heterogeneity: float = 1.0, *,
-                 jitter: float = 0.1, name: str | None = None) -> Instance:
+                 jitter: float = 0.1, expand: bool = False, name: str | None = None) -> Instance:
     r"""The [APF] Fig. 5 data centre serving ``n_users`` VMs whose demands are balanced against it.
 
     Servers as :func:`apf_cluster` (nine pools: three server types at three locations, each pool with its
@@ -283,11 +301,14 @@ def apf_bitbrain(seed: int | np.random.Generator, n_users: int = 30, heterogenei
     ``r`` and ``σ = heterogeneity``. Every mechanism compared here is invariant to scaling one user's
     demand vector, so only these log-ratios matter (a common VM-size factor would change nothing).
     Users are spread evenly over the locations (the first ``N mod 3`` locations get one more) and may run
-    at their own location or a neighbouring one.
+    at their own location or a neighbouring one. ``expand=True``: the 250 servers instead of the nine pools
+    (as :func:`apf_cluster`; the same draws).
     """
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     servers, cap, where = _apf_pools(rng, jitter)
     total = cap.sum(axis=0)
+    if expand:
+        servers, cap, where = _apf_expand(servers, cap, where)
     dem = total / n_users * np.exp(heterogeneity * rng.normal(size=(n_users, len(APF_RESOURCES))))
     locs = list(APF_LOCATIONS)
     home = [locs[k % len(locs)] for k in range(n_users)]

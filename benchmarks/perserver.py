@@ -1,0 +1,250 @@
+r"""Per-server mechanisms at scale: PS-DSF (every algorithm) and αPF-VDS (α ∈ {0.5, 1, 2, 3, ∞}, every
+algorithm) from 25 × 4 to 1000 × 250.
+
+Instances: :func:`fairalloc.generate.random_instance` with ``R = 4`` server resources, no missing
+resources (``missing=0``), seed 1, family ``plain`` at every size; at 200 × 32 (50 × 8 with ``--quick``)
+every family of :data:`fairalloc.generate.FAMILIES` the mechanism accepts. Each case runs in a fresh
+process with the mechanism's ``--time-limit`` (``LIMIT`` seconds; the case is killed ``GRACE`` seconds
+later), and records wall time (imports excluded), status, the algorithm's iteration count, the
+certificate (PS-DSF: [PSDSF] Thm 1 bottlenecks; αPF-VDS: the NCP residual ``max |min(z, F(z))|`` of (28)–(31)
+as the result reports it) and, for α = 1 up to ``MNW_MAX`` pairs, the largest relative difference of the
+user totals from ``mnw`` ([APF] Thm 2). An algorithm that fails or passes ``LIMIT`` at one size is not
+run at the larger sizes of the same series (row status ``skipped``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+NAME = "perserver"
+DESCRIPTION = "ps-dsf and apf-vds (alpha 0.5, 1, 2, 3, inf), every algorithm, 25x4 to 1000x250"
+
+log = logging.getLogger("benchmarks.perserver")
+
+ROOT = Path(__file__).resolve().parent.parent
+R = 4
+SEED = 1
+LIMIT = 120.0  # seconds per case (the issue's check on unseen instances)
+GRACE = 60.0
+MNW_MAX = 200 * 32  # users x servers up to which alpha = 1 is compared with mnw
+SIZES = [(25, 4), (50, 8), (100, 16), (200, 32), (400, 64), (1000, 250)]
+QUICK_SIZES = [(25, 4), (50, 8)]
+FAMILY_SIZE = (200, 32)
+QUICK_FAMILY_SIZE = (50, 8)
+ALPHAS = ("0.5", "1", "2", "3", "inf")
+# (mechanism, algorithm) series; "default" = no algorithm parameter (the mechanism's default)
+ALGORITHMS = {"ps-dsf": ("default", "fast", "paper", "best-response"),
+              "apf-vds": ("default", "newton", "ncp", "best-response", "ps-mfa")}
+ITERATION_KEYS = ("iterations", "newton_iterations", "sweeps", "rounds", "periods")
+
+
+# ---------------------------------------------------------------------- one case (child process)
+def _case(spec: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    from fairalloc import solve
+    from fairalloc.generate import FAMILIES, random_instance
+
+    N, K = spec["users"], spec["servers"]
+    inst = random_instance(SEED, N, K, R, missing=0.0, **FAMILIES[spec["family"]])
+    params: dict[str, Any] = dict(spec["params"])
+    t0 = time.perf_counter()
+    res = solve(inst, spec["mechanism"], time_limit=spec["limit"], **params)
+    wall = time.perf_counter() - t0
+    d = res.details
+    it = next((d[k] for k in ITERATION_KEYS if isinstance(d.get(k), (int, float))), None)
+    row: dict[str, Any] = {"status": res.status.value, "wall_s": wall, "algorithm_used": d.get("algorithm"),
+                           "iterations": it, "lps": d.get("lps"), "message": (res.message or "")[:160]}
+    cert = d.get("certificate")
+    if isinstance(cert, dict):
+        row["certified"] = bool(cert.get("holds"))
+        row["residual"] = float(len(cert.get("failures", [])))  # failing (user, server) pairs
+    if "ncp_residual" in d:
+        row["residual"] = float(d["ncp_residual"])
+        row["certified"] = bool(d["ncp_residual"] <= 1e-8)
+    if spec.get("vs_mnw") and res.ok:
+        ref = solve(inst, "mnw")
+        X, Y = np.asarray(res.tasks, float), np.asarray(ref.tasks, float)
+        row["vs_mnw"] = float(np.max(np.abs(X - Y) / np.maximum(np.abs(Y), 1e-12)))
+    return row
+
+
+def _run_child(spec: dict[str, Any]) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(spec, f)
+        path = f.name
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", f"{__package__}.{NAME}", path], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=spec["limit"] + GRACE)
+    except subprocess.TimeoutExpired:
+        return {"status": "killed", "wall_s": time.perf_counter() - t0,
+                "message": f"no answer {GRACE:.0f} s after the time limit"}
+    finally:
+        os.unlink(path)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"status": "crash", "wall_s": time.perf_counter() - t0, "message": tail[:160]}
+    return json.loads(lines[-1])
+
+
+# ---------------------------------------------------------------------- the study
+def _accepts(mechanism: str, params: dict[str, Any], family: str) -> bool:
+    """Whether the mechanism takes these parameters and this family (a small instance of it)."""
+    from fairalloc.errors import FairallocError
+    from fairalloc.generate import FAMILIES, random_instance
+    from fairalloc.registry import get_mechanism
+
+    try:
+        get_mechanism(mechanism).parse_params(params)
+    except FairallocError:
+        return False
+    from fairalloc.api import solve
+
+    try:
+        res = solve(random_instance(0, 3, 2, 2, missing=0.0, **FAMILIES[family]), mechanism, **params)
+    except FairallocError:
+        return False
+    return res.status.value not in ("invalid", "unsupported")
+
+
+def cases(quick: bool) -> list[dict[str, Any]]:
+    """Series of cases (one series = one mechanism/algorithm/α/family over growing sizes)."""
+    from fairalloc.generate import FAMILIES
+
+    sizes = QUICK_SIZES if quick else SIZES
+    fam_size = QUICK_FAMILY_SIZE if quick else FAMILY_SIZE
+    series: list[dict[str, Any]] = []
+    for mech, algos in ALGORITHMS.items():
+        for alpha in (ALPHAS if mech == "apf-vds" else (None,)):
+            for algo in algos:
+                params: dict[str, Any] = {} if algo == "default" else {"algorithm": algo}
+                if alpha is not None:
+                    params["alpha"] = alpha
+                if not _accepts(mech, params, "plain"):
+                    continue
+                series.append({"mechanism": mech, "algorithm": algo, "alpha": alpha, "family": "plain",
+                               "params": params, "sizes": sizes})
+            # every family at one size, default algorithm only
+            params = {} if alpha is None else {"alpha": alpha}
+            for fam in FAMILIES:
+                if fam != "plain" and _accepts(mech, params, fam):
+                    series.append({"mechanism": mech, "algorithm": "default", "alpha": alpha,
+                                   "family": fam, "params": params, "sizes": [fam_size]})
+    return series
+
+
+def run(out: Path, quick: bool = False) -> dict[str, Any]:
+    import pandas as pd
+    from tqdm import tqdm
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    limit = 30.0 if quick else LIMIT
+    plan = cases(quick)
+    rows: list[dict[str, Any]] = []
+    total = sum(len(s["sizes"]) for s in plan)
+    with tqdm(total=total, desc=NAME, unit="case") as bar:
+        for s in plan:
+            stop = False
+            for N, K in s["sizes"]:
+                base = {"mechanism": s["mechanism"], "algorithm": s["algorithm"], "alpha": s["alpha"],
+                        "family": s["family"], "users": N, "servers": K}
+                if stop:
+                    rows.append({**base, "status": "skipped",
+                                 "message": "failed or passed the limit at a smaller size"})
+                else:
+                    spec = {**base, "params": s["params"], "limit": limit,
+                            "vs_mnw": s["alpha"] == "1" and N * K <= MNW_MAX}
+                    row = {**base, **_run_child(spec)}
+                    rows.append(row)
+                    log.info("%s", row)
+                    stop = row["status"] not in ("optimal", "converged") or row["wall_s"] > limit
+                bar.update()
+                pd.DataFrame(rows).to_csv(out / f"{NAME}.csv", index=False)
+    df = pd.DataFrame(rows)
+    df.to_csv(out / f"{NAME}.csv", index=False)
+    _figure(df, out / f"{NAME}.png")
+    (out / f"{NAME}.md").write_text(summary(df, quick, limit))
+    return {"name": NAME, "files": [f"{NAME}.csv", f"{NAME}.png", f"{NAME}.md"], "rows": len(df)}
+
+
+def _label(r: Any) -> str:
+    a = "" if r["alpha"] is None or r["alpha"] != r["alpha"] else f" α={r['alpha']}"
+    return f"{r['mechanism']}{a} {r['algorithm']}"
+
+
+def _figure(df: Any, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plain = df[(df["family"] == "plain") & df["status"].isin(["optimal", "converged"])].copy()
+    plain["pairs"] = plain["users"] * plain["servers"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for ax, mech in zip(axes, ("ps-dsf", "apf-vds")):
+        sub = plain[plain["mechanism"] == mech]
+        for label, g in sub.groupby(sub.apply(_label, axis=1)):
+            ax.plot(g["pairs"], g["wall_s"], "o-", label=label.replace(f"{mech} ", "").replace(mech, ""),
+                    ms=3)
+        ax.set(xscale="log", yscale="log", xlabel="users × servers", title=mech)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("wall time (s), certified runs")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return "–" if v != v else f"{v:.3g}"
+    return str(v)
+
+
+def summary(df: Any, quick: bool, limit: float) -> str:
+    from ._runner import environment
+
+    env = environment()
+    head = (f"# Per-server mechanisms at scale\n\n"
+            f"Python {env['python']}, Pyomo {env['pyomo']}, highspy {env['highspy']}, {env['cores']} cores; "
+            f"generated by `python -m benchmarks {NAME}{' --quick' if quick else ''}`; every row in "
+            f"`{NAME}.csv`. `random_instance(1, users, servers, 4, missing=0)` of the family named; each "
+            f"case in a fresh process with `--time-limit {limit:.0f}`. `residual`: αPF-VDS's NCP residual "
+            "`max|min(z, F(z))|` as reported; PS-DSF's number of (user, server) pairs failing the Thm 1 "
+            "certificate. `vs mnw`: largest relative difference of the totals from `mnw` (α = 1). "
+            "`skipped`: the same series failed or passed the limit at a smaller size.\n\n")
+    cols = ["mechanism", "alpha", "algorithm", "family", "users", "servers", "status", "wall_s",
+            "iterations", "residual", "vs_mnw", "algorithm_used"]
+    for c in cols:
+        if c not in df:
+            df[c] = None
+    lines = ["| mechanism | α | algorithm | family | users | servers | status | wall (s) | iterations | "
+             "residual | vs mnw | ran |", "|" + "---|" * len(cols)]
+    for _, r in df[cols].iterrows():
+        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    return head + "\n".join(lines) + f"\n\n![{NAME}]({NAME}.png)\n"
+
+
+if __name__ == "__main__":  # one case: python -m benchmarks.perserver SPEC.json
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("pyomo").setLevel(logging.ERROR)
+    from fairalloc.solvers.quiet import document_stdout
+
+    spec_ = json.loads(Path(sys.argv[1]).read_text())
+    with document_stdout() as doc:
+        print(json.dumps(_case(spec_), default=float), file=doc)
