@@ -10,10 +10,31 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
-from fairalloc.solvers.outcome import SolveOutcome, SolverStats
-from fairalloc.solvers.session import SOLVERS, Session, SolverSpec, default_solver, solver_table
+
+def _no_scipy_stats_on_import() -> None:
+    """Pyomo registers a hook that imports ``scipy.stats`` (about 1 s) the first time anything imports
+    scipy; the solve layer needs only ``scipy.sparse``/``scipy.optimize``. Drop that hook while scipy is not
+    imported yet (``scipy.stats`` then loads only if something uses it). Any change in Pyomo's internals
+    leaves the hook in place: slower, never wrong."""
+    with contextlib.suppress(Exception):
+        import sys
+
+        import pyomo.common.dependencies as deps
+
+        if "scipy" in sys.modules:
+            return
+        flag = getattr(deps.scipy, "_indicator_flag", None)
+        if flag is not None and getattr(flag, "_callback", None) is getattr(deps, "_finalize_scipy", 0):
+            flag._callback = None
+
+
+_no_scipy_stats_on_import()
+
+from fairalloc.solvers.outcome import SolveOutcome, SolverStats  # noqa: E402
+from fairalloc.solvers.session import SOLVERS, Session, SolverSpec, default_solver, solver_table  # noqa: E402
 
 __all__ = ["SOLVERS", "Session", "SolveOutcome", "SolverSpec", "SolverStats", "default_solver",
            "kkt_residuals", "model_kkt", "solver_table"]
