@@ -34,7 +34,7 @@ import numpy as np
 
 from fairalloc.instance import Instance
 
-__all__ = ["expand", "pool", "pooled_utility", "server_pools"]
+__all__ = ["describe", "expand", "pool", "pooled_instance", "pooled_utility", "server_pools"]
 
 
 def server_pools(inst: Instance, keys: Any = None) -> list[list[int]]:
@@ -92,3 +92,16 @@ def pooled_utility(groups: list[list[int]], alpha: np.ndarray, A: np.ndarray, B:
     with np.errstate(divide="ignore", invalid="ignore"):
         expo = np.where(np.isfinite(a), (1.0 - a) / a, -1.0)
     return a, A_ * m**expo, B_
+
+
+def pooled_instance(inst: Instance, keys: Any = None) -> tuple[Instance, list[list[int]]] | None:
+    """``(pooled instance, groups)`` when some servers are identical, else ``None``."""
+    groups = server_pools(inst, keys)
+    if len(groups) == inst.n_servers:
+        return None
+    return pool(inst, groups), groups
+
+
+def describe(inst: Instance, groups: list[list[int]]) -> dict[str, Any]:
+    """``details.pools``: the pooled server's name → its members (pools of two or more only)."""
+    return {inst.servers[g[0]]: [inst.servers[i] for i in g] for g in groups if len(g) > 1}

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import fairalloc
 from fairalloc.generate import random_instance
-from fairalloc.partition import split
+from fairalloc.partition import reweight, split
 from fairalloc.status import Status
 from fairalloc.verify.feasibility import feasibility
 
@@ -51,8 +51,8 @@ def test_combined_allocation_is_feasible_and_converged(seed, flags, mech):
     assert r.status == Status.CONVERGED  # never "optimal": it is not the mechanism's allocation
     assert feasibility(inst, r.allocation)["holds"]
     assert r.details["partition"]["k"] == 2 and len(r.details["partition"]["parts"]) == 2
-    # each part's allocation is that mechanism's allocation of the part
-    for p in split(inst, 2, seed):
+    # each part's allocation is that mechanism's allocation of the part (reweighted: whole-instance shares)
+    for p in reweight(inst, split(inst, 2, seed), mech):
         alone = fairalloc.solve(p.instance, mech)
         np.testing.assert_allclose(r.tasks[p.users], alone.tasks, rtol=1e-6, atol=1e-9)
 
@@ -89,3 +89,29 @@ def test_time_shared_and_limited_instances(flags):
     inst = random_instance(3, 9, 6, 2, **flags)
     r = fairalloc.solve(inst, "mnw" if flags.get("time_shared") else "tsf", partitions=3)
     assert r.ok and feasibility(inst, r.allocation)["holds"]
+
+
+@pytest.mark.parametrize("mech", ["tsf-er", "tsf", "drfh"])
+def test_parts_share_in_whole_instance_units(mech):
+    """Reweighted parts equalise the whole instance's shares X/(φν): within a part every user blocked by
+    the part's link alone ends at one level of X/(φν) with ν of the whole instance (not of the part)."""
+    from benchmarks._workload import scaling_instance
+    from fairalloc.partition import NORMALISERS
+
+    inst = scaling_instance(64, 8)
+    nu = np.asarray(NORMALISERS[mech](inst), float)
+    parts = reweight(inst, split(inst, 2), mech)
+    for p in parts:
+        own = np.asarray(NORMALISERS[mech](p.instance), float)
+        # the part's own share X/(φ' ν_part) is the whole instance's X/(φ ν) up to one factor
+        ratio = (p.instance.weight * own) / (inst.weight[p.users] * nu[p.users])
+        np.testing.assert_allclose(ratio, ratio[0], rtol=1e-12)
+    r = fairalloc.solve(inst, mech, partitions=2)
+    plain = split(inst, 2)
+    assert r.details["partition"]["reweighted"] is True
+    # on this workload the smallest whole-instance share improves over solving the parts as drawn
+    x_plain = np.zeros_like(r.x)
+    for p in plain:
+        x_plain[np.ix_(p.users, p.servers)] = fairalloc.solve(p.instance, mech).x
+    share = lambda x: (x.sum(axis=1) / (inst.weight * nu)).min()  # noqa: E731
+    assert share(r.x) >= share(x_plain) * (1 - 1e-9)
