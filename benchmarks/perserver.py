@@ -5,12 +5,13 @@ Instances: :func:`fairalloc.generate.random_instance` with ``R = 4`` server reso
 resources (``missing=0``), seed 1, family ``plain`` at every size; at 200 × 32 (50 × 8 with ``--quick``)
 every family of :data:`fairalloc.generate.FAMILIES` the mechanism accepts. Each case runs in a fresh
 process with the mechanism's ``--time-limit`` (``LIMIT`` seconds for the default algorithms,
-``OTHER_LIMIT`` for the others; the case is killed ``GRACE`` seconds later), and records wall time (imports excluded), status, the algorithm's iteration count, the
-certificate (PS-DSF: [PSDSF] Thm 1 bottlenecks; αPF-VDS: the NCP residual ``max |min(z, F(z))|`` of (28)–(31)
-as the result reports it) and, for α = 1 up to ``MNW_MAX`` pairs, the largest relative difference of the
-user totals from ``mnw`` ([APF] Thm 2). An algorithm that fails or passes ``LIMIT`` at one size is not
-run at the larger sizes of the same series (row status ``skipped``). An explicit ``algorithm`` equal to the
-default is not run twice (its series is ``default``).
+``OTHER_LIMIT`` for the others; the case is killed ``GRACE`` seconds later), and records wall time
+(imports excluded), status, the algorithm's iteration count, the certificate (PS-DSF: [PSDSF] Thm 1
+bottlenecks; αPF-VDS: the NCP residual ``max |min(z, F(z))|`` of (28)–(31) as the result reports it) and,
+for α = 1 up to ``MNW_MAX`` pairs, the largest relative difference of the user totals from ``mnw``
+([APF] Thm 2). An algorithm that fails or passes its limit at one size is not run at the larger sizes of
+the same series (row status ``skipped``). An explicit ``algorithm`` equal to the default is not run twice
+(its series is ``default``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ ALPHAS = ("0.5", "1", "2", "3", "inf")
 # (mechanism, algorithm) series; "default" = no algorithm parameter (the mechanism's default)
 ALGORITHMS = {"ps-dsf": ("default", "fast", "paper", "best-response"),
               "apf-vds": ("default", "newton", "ncp", "best-response", "ps-mfa")}
+PER_SERVER_ALPHAS = ("0.5", "1", "2", "3")
+# extra αPF-VDS series at the family size (plain instances): per-server α_i, and the (22) class
+EXTRA = ({"alpha": "per-server"}, {"alpha": "2", "A": "2", "B": "0.5"})
 ITERATION_KEYS = ("iterations", "newton_iterations", "sweeps", "rounds", "periods")
 
 
@@ -58,6 +62,8 @@ def _case(spec: dict[str, Any]) -> dict[str, Any]:
     N, K = spec["users"], spec["servers"]
     inst = random_instance(SEED, N, K, R, missing=0.0, **FAMILIES[spec["family"]])
     params: dict[str, Any] = dict(spec["params"])
+    if params.get("alpha") == "per-server":  # §3.4: heterogeneous objectives, α_i cycling over servers
+        params["alpha"] = ",".join(PER_SERVER_ALPHAS[i % len(PER_SERVER_ALPHAS)] for i in range(K))
     t0 = time.perf_counter()
     res = solve(inst, spec["mechanism"], time_limit=spec["limit"], **params)
     wall = time.perf_counter() - t0
@@ -152,6 +158,13 @@ def cases(quick: bool) -> list[dict[str, Any]]:
                 if fam != "plain" and _accepts(mech, params, fam):
                     series.append({"mechanism": mech, "algorithm": "default", "alpha": alpha,
                                    "family": fam, "params": params, "sizes": [fam_size]})
+    for extra in EXTRA:
+        if _accepts("apf-vds", {**extra, "alpha": "1"} if extra["alpha"] == "per-server" else extra,
+                    "plain"):
+            label = "per-server" if extra["alpha"] == "per-server" else "(22) " + ",".join(
+                f"{k}={v}" for k, v in extra.items())
+            series.append({"mechanism": "apf-vds", "algorithm": "default", "alpha": label,
+                           "family": "plain", "params": dict(extra), "sizes": [fam_size]})
     return series
 
 
