@@ -16,7 +16,7 @@ from fairalloc.errors import InstanceError
 from fairalloc.generate import random_instance
 from fairalloc.verify import feasibility, psdsf_certificate
 
-ALGORITHMS = ("best-response", "paper", "distributed")
+ALGORITHMS = ("best-response", "paper", "fast", "distributed")
 
 GOLDEN = {
     "psdsf-fig1": [6.0, 6.0],
@@ -187,3 +187,59 @@ def test_time_shared_split_is_canonical():
             for b, srv in enumerate(r.servers):
                 x[inst.users.index(u), inst.servers.index(srv)] = r.x[a, b]
         np.testing.assert_allclose(x, ref.x, rtol=1e-6, atol=1e-9)
+
+
+FAMILIES = {"plain": {}, "placement": {"placement": True}, "weights": {"weights": True, "placement": True},
+            "ts": {"time_shared": True, "weights": True, "placement": True}}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_fast_agrees_with_algorithm_i_and_best_response(family):
+    """algorithm=fast (numpy best responses) gives the totals of Algorithm I and of the LP best responses
+    (1e-6 relative) on seeded random 6 × 3 × 3 instances, and the certificate holds."""
+    for seed in range(4):
+        inst = random_instance(seed, 6, 3, 3, **FAMILIES[family])
+        f = solve(inst, "ps-dsf", algorithm="fast")
+        assert f.status.value == "converged", (seed, f.message)
+        assert feasibility(inst, f.x)["holds"] and psdsf_certificate(inst, f.x)["holds"]
+        for other in ("paper", "best-response"):
+            o = solve(inst, "ps-dsf", algorithm=other)
+            assert o.status.value == "converged"
+            np.testing.assert_allclose(f.tasks, o.tasks, rtol=1e-6,
+                                       atol=1e-6 * max(1.0, float(np.abs(o.tasks).max())))
+
+
+@pytest.mark.parametrize(("family", "seed"), [("plain", 0), ("plain", 3), ("placement", 0), ("placement", 3),
+                                              ("weights", 3), ("weights", 6), ("ts", 0), ("ts", 5)])
+def test_fast_carries_the_certificate_at_30_users(family, seed):
+    """30 × 6 × 4: the fixed point is certified. PS-DSF totals are not unique at this size (Algorithm I
+    and fast may return different certified allocations), except on the time-shared form, where PS-DSF
+    is the weighted proportionally fair allocation of [APF] Problem 2 (unique totals): there both agree."""
+    inst = random_instance(seed, 30, 6, 4, **FAMILIES[family])
+    f = solve(inst, "ps-dsf", algorithm="fast")
+    assert f.status.value == "converged", f.message
+    assert feasibility(inst, f.x)["holds"]
+    assert psdsf_certificate(inst, f.x, tol=1e-8)["holds"]
+    if family == "ts":
+        p = solve(inst, "ps-dsf", algorithm="paper")
+        np.testing.assert_allclose(f.tasks, p.tasks, rtol=1e-6)
+
+
+def test_fast_rejects_task_limits_and_budgets(examples):
+    inst = load_instance(examples / "psdsf-fig1.yaml")
+    with pytest.raises(InstanceError, match=r"task limits .* only algorithm=best-response"):
+        solve(inst.replace(tasks=np.array([3.0, np.inf])), "ps-dsf", algorithm="fast")
+
+
+def test_leximin_response_is_drf_on_one_server():
+    """On one server the response (offsets 0) is weighted DRF: Algorithm I's initialisation."""
+    from fairalloc.models._perserver import server_rows
+    from fairalloc.models.psdsf import drf_server, leximin_response
+
+    for seed in range(6):
+        inst = random_instance(seed, 8, 2, 3, weights=True, placement=True)
+        for rows in server_rows(inst):
+            U = rows.users
+            w = inst.weight[U] * inst.gamma[U, rows.server]
+            got = leximin_response(w, rows.demand[U], rows.capacity, np.zeros(len(U)))
+            np.testing.assert_allclose(got, drf_server(inst, rows)[U], rtol=1e-9, atol=1e-12)
