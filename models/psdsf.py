@@ -13,7 +13,7 @@ and an allocation is PS-DSF (Def. 2) when no user's ``X_n`` can grow without tak
 resource* at every eligible server — saturated, demanded by it, and held by no user of larger weighted
 VDS there (:func:`fairalloc.verify.psdsf.psdsf_certificate` checks this; every result carries it).
 
-Three ways to compute it (``-p algorithm=...``):
+Four ways to compute it (``-p algorithm=...``):
 
 ``best-response`` (default)
     Server ``i``, given the other servers' allocation, solves the weighted lexicographic max-min of its
@@ -40,6 +40,14 @@ Three ways to compute it (``-p algorithm=...``):
     loose: Corollary 1 and the choice of ``n_r`` range over *all* users eligible at ``i`` (a user already
     given a bottleneck may still hold a resource with a larger VDS), and "saturated"/"equal" use the
     relative tolerance ``tol``.
+
+``fast``
+    The best responses of ``best-response`` computed in numpy instead of by LPs
+    (:func:`leximin_response`: progressive filling of server ``i``'s users' VDS with the other servers'
+    tasks as offsets, one vectorised pass per saturating resource), in over-relaxed Gauss–Seidel sweeps
+    (:func:`fast`). Exact in the same sense as the others: it stops only at a fixed point, every column
+    is then its server's response, and the Thm 1 certificate is checked on the result. Like Algorithm I
+    it may hit ``max_iter`` (the sweeps need not converge; ``iteration_limit``).
 
 ``distributed``
     [PSDSF] §III-D: every period each server runs the same server procedure once, in a random order
@@ -426,39 +434,38 @@ def leximin_response(w: np.ndarray, D: np.ndarray, c: np.ndarray, o: np.ndarray,
         return x
     e = o / w
     order = np.argsort(e, kind="stable")
-    es, ws, os_, Ds = e[order], w[order], o[order], D[order]
+    es, Ds = e[order], D[order]
+    wd, od = w[order][:, None] * Ds, o[order][:, None] * Ds
+    demands = Ds > 0
     free = np.ones(m, bool)
     fixed = np.zeros(R)  # usage of the frozen users
-    done = np.zeros(R, bool)
+    open_ = np.ones(R, bool)
     cols = np.arange(R)
     while free.any():
-        a = free.astype(float)
-        cum_w = np.cumsum((ws * a)[:, None] * Ds, axis=0)
-        cum_o = np.cumsum((os_ * a)[:, None] * Ds, axis=0)
-        use = fixed + es[:, None] * cum_w - cum_o  # usage when t is each entry level
-        over = use >= c
-        crossed = over.any(axis=0)
-        k = np.where(crossed, over.argmax(axis=0), m)  # first entry level at or over capacity
-        km = np.maximum(k - 1, 0)
-        prev_w = np.where(k > 0, cum_w[km, cols], 0.0)
-        prev_o = np.where(k > 0, cum_o[km, cols], 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            level = np.where(prev_w > 0, (c - fixed + prev_o) / np.where(prev_w > 0, prev_w, 1.0), np.inf)
-        level = np.where(crossed, np.minimum(level, es[np.minimum(k, m - 1)]), level)
-        level = np.where(k == 0, es[0], level)
-        level[done | (cum_w[-1] <= 0)] = np.inf
+        cum_w = (wd * free[:, None]).cumsum(axis=0)
+        cum_o = (od * free[:, None]).cumsum(axis=0)
+        over = (es[:, None] * cum_w - cum_o) >= (c - fixed)  # usage at each entry level ≥ capacity
+        k = over.argmax(axis=0)
+        crossed = over[k, cols]
+        k[~crossed] = m  # the first entry level at or over capacity (m: none)
+        prev_w, prev_o = cum_w[k - 1, cols], cum_o[k - 1, cols]  # users entered before it
+        level = np.full(R, np.inf)
+        ok = (k > 0) & (prev_w > 0)
+        level[ok] = (c - fixed + prev_o)[ok] / prev_w[ok]
+        level[crossed] = np.minimum(level[crossed], es[k[crossed]])
+        level[k == 0] = es[0]
+        level[~open_ | (cum_w[-1] <= 0)] = np.inf
         t = float(level.min())
-        if not np.isfinite(t):
+        if t == np.inf:
             break
         sat = level <= t + tol * max(1.0, abs(t))
-        hit = free & (Ds[:, sat] > 0).any(axis=1)
-        xs = np.maximum(t * ws[hit] - os_[hit], 0.0)
-        x[order[hit]] = xs
-        fixed += xs @ Ds[hit]
-        free &= ~hit
-        done |= sat
+        idx = np.flatnonzero(free & demands[:, sat].any(axis=1))
+        xs = np.maximum(t * w[order[idx]] - o[order[idx]], 0.0)
+        x[order[idx]] = xs
+        fixed += xs @ Ds[idx]
+        free[idx] = False
+        open_ &= ~sat
     return x
-
 
 def fast(inst: Instance, tol: float = 1e-9, max_iter: int = 5000, omega: float = 1.5
          ) -> tuple[np.ndarray, Status, dict[str, Any]]:

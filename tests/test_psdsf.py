@@ -213,8 +213,9 @@ def test_fast_agrees_with_algorithm_i_and_best_response(family):
                                               ("weights", 3), ("weights", 6), ("ts", 0), ("ts", 5)])
 def test_fast_carries_the_certificate_at_30_users(family, seed):
     """30 × 6 × 4: the fixed point is certified. PS-DSF totals are not unique at this size (Algorithm I
-    and fast may return different certified allocations), except on the time-shared form, where PS-DSF
-    is the weighted proportionally fair allocation of [APF] Problem 2 (unique totals): there both agree."""
+    and fast may return different certified allocations), except on the time-shared form: with one
+    resource per server, Thm 1's conditions are the KKT conditions of max Σ φ_n log X_n (weighted
+    proportional fairness), whose totals are unique, so there both agree."""
     inst = random_instance(seed, 30, 6, 4, **FAMILIES[family])
     f = solve(inst, "ps-dsf", algorithm="fast")
     assert f.status.value == "converged", f.message
