@@ -487,8 +487,8 @@ def leximin_response(w: np.ndarray, D: np.ndarray, c: np.ndarray, o: np.ndarray,
 
 
 def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: float = 1e-7,
-                 relax: bool = False, drop: np.ndarray | None = None, out: dict[str, Any] | None = None
-                 ) -> np.ndarray | None:
+                 relax: bool = False, drop: np.ndarray | None = None, out: dict[str, Any] | None = None,
+                 time_limit: float | None = None) -> np.ndarray | None:
     r"""The PS-DSF allocation with the *structure* of ``x`` (an approximate fixed point), solved exactly
     as one LP; ``None`` when the structure read from ``x`` admits none.
 
@@ -587,8 +587,10 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         Aeq = sp.hstack([Aeq, sp.csr_array((Aeq.shape[0], len(thm)))]).tocsr()
         obj = np.concatenate([obj, np.ones(len(thm))])
         bounds += [(0, None)] * len(thm)
-    res = linprog(obj, A_ub=Aub, b_ub=bub, A_eq=Aeq, b_eq=beq, bounds=bounds, method="highs",
-                  options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
+    opts: dict[str, Any] = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
+    if time_limit is not None:
+        opts["time_limit"] = max(1.0, time_limit)
+    res = linprog(obj, A_ub=Aub, b_ub=bub, A_eq=Aeq, b_eq=beq, bounds=bounds, method="highs", options=opts)
     if res.status != 0:
         return None
     y = np.zeros_like(x)
@@ -694,7 +696,8 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                 drop, jump = None, None
                 for prune in range(PRUNES + 1):
                     out: dict[str, Any] = {}
-                    y = exact_finish(inst, resp, 1e-6, 1e-7, relax=True, drop=drop, out=out)
+                    y = exact_finish(inst, resp, 1e-6, 1e-7, relax=True, drop=drop, out=out,
+                                     time_limit=None if session is None else session.remaining())
                     if y is None:
                         break
                     if psdsf_certificate(inst, y, tol=1e-9)["holds"]:
