@@ -13,9 +13,22 @@ and an allocation is PS-DSF (Def. 2) when no user's ``X_n`` can grow without tak
 resource* at every eligible server — saturated, demanded by it, and held by no user of larger weighted
 VDS there (:func:`fairalloc.verify.psdsf.psdsf_certificate` checks this; every result carries it).
 
-Three ways to compute it (``-p algorithm=...``):
+Four ways to compute it (``-p algorithm=...``):
 
-``best-response`` (default)
+``fast`` (default)
+    Capacity form: the best responses of ``best-response`` computed in numpy instead of by LPs
+    (:func:`leximin_response`: progressive filling of server ``i``'s users' VDS with the other servers'
+    tasks as offsets and task limits/budgets as column caps, one vectorised pass per saturating resource
+    or capped batch), in over-relaxed Gauss–Seidel sweeps (:func:`fast`), finished exactly: once the
+    sweeps are close, the structure of the point (support, saturated resources, each pair's lowest
+    saturated resource, users at their limits) turns Thm 1 into linear constraints in ``(x, X, τ)``
+    (``τ`` a water level per saturated resource) solved as one LP (:func:`exact_finish`); the result
+    must carry the certificate at ``10⁻⁹``, else the sweeps continue. Time-shared form: Thm 1 on
+    one-resource servers is the KKT system of weighted proportional fairness ([APF] Thm 5 at α = 1),
+    so PS-DSF is ``mnw``'s point (:func:`time_shared_mnw`), split canonically. With a ``customize``
+    hook ``fast`` runs ``best-response`` (numpy cannot read the hook's edits; ``details.routed``).
+
+``best-response``
     Server ``i``, given the other servers' allocation, solves the weighted lexicographic max-min of its
     eligible users' VDS — progressive filling (:mod:`~fairalloc.models.maxmin`) on server ``i``'s χ block
     with the other servers' tasks as constant offsets:
@@ -49,14 +62,14 @@ Three ways to compute it (``-p algorithm=...``):
 On the time-shared form ([PSDSF] §IV, [APF] Problem 2) each server has one resource, its time, with
 per-task demand ``1/γ[n,i]``; nothing else changes.
 
-**Task limits** (an extension; the paper's users have unlimited tasks) are accepted by ``best-response``
-only: server ``i`` may give user ``n`` at most ``T_n − Σ_{j≠i} x[n,j]`` (a column bound of its model), and
-a user that has received ``T_n`` has its limit as its bottleneck everywhere (the certificate's
-``"tasks"``). Like PS-DSF itself, the fixed point need not be unique: on Fig. 2 with ``T[u3] = 4`` the
-sweeps return ``X = (2.8, 2.8, 4, 11.8)`` (``u3`` served by ``s1``), while ``(3.6, 3.6, 4, 10)`` (``u3`` on
-``s2``) carries the certificate too. **Budgets** likewise: server ``i`` may give ``n`` at most
-``(B_n − Σ_{j≠i} c[n,j] x[n,j]) / c[n,i]`` where ``c[n,i] > 0``
-(:func:`~fairalloc.models._perserver.coupling_room`); a spent budget is the bottleneck wherever a task
+**Task limits** (an extension; the paper's users have unlimited tasks) are accepted by ``fast`` and
+``best-response`` only: server ``i`` may give user ``n`` at most ``T_n − Σ_{j≠i} x[n,j]`` (a column bound of
+its model; a cap of ``fast``'s water-filling), and a user that has received ``T_n`` has its limit as its
+bottleneck everywhere (the certificate's ``"tasks"``). Like PS-DSF itself, the fixed point need not be
+unique: on Fig. 2 with ``T[u3] = 4`` the ``best-response`` sweeps return ``X = (2.8, 2.8, 4, 11.8)`` (``u3``
+served by ``s1``), while ``(3.6, 3.6, 4, 10)`` (``u3`` on ``s2``) carries the certificate too. **Budgets**
+likewise: server ``i`` may give ``n`` at most ``(B_n − Σ_{j≠i} c[n,j] x[n,j]) / c[n,i]`` where ``c[n,i] >
+0`` (:func:`~fairalloc.models._perserver.coupling_room`); a spent budget is the bottleneck wherever a task
 costs something (``"budget"``).
 
 **customize**: with a hook every server's model holds a variable for every runnable pair (the others fixed
@@ -99,7 +112,8 @@ from fairalloc.solvers import Session
 from fairalloc.status import Status, worst
 from fairalloc.verify.psdsf import psdsf_certificate
 
-__all__ = ["ServerLeximin", "algorithm_i", "best_response", "build", "distributed", "server_procedure"]
+__all__ = ["ServerLeximin", "algorithm_i", "best_response", "build", "distributed", "fast",
+           "leximin_response", "server_procedure"]
 
 log = logging.getLogger(__name__)
 
@@ -404,9 +418,343 @@ def distributed(inst: Instance, seed: int = 0, tol: float = 1e-9, max_iter: int 
     return x, status, {"periods": len(trajectory), "seed": seed, "trajectory": trajectory}
 
 
+# ---------------------------------------------------------------------- fast (numpy best responses)
+def leximin_response(w: np.ndarray, D: np.ndarray, c: np.ndarray, o: np.ndarray, tol: float = 1e-12,
+                     cap: np.ndarray | None = None) -> np.ndarray:
+    r"""Server ``i``'s exact best response in numpy: the weighted lexicographic max-min of
+    ``(o_n + x_n)/w_n`` over ``0 ≤ x ≤ cap``, ``x @ D ≤ c`` (``w_n = φ_n γ[n,i]``, ``o_n = Σ_{j≠i} x[n,j]``,
+    ``cap_n`` what a task limit or budget leaves, :func:`~fairalloc.models._perserver.coupling_room`; the
+    users of ``N_i`` only).
+
+    Progressive filling on a water level ``t``: user ``n`` holds ``max(0, t w_n − o_n)`` until a resource
+    it demands saturates or it reaches ``cap_n``, then freezes. Between two events, each resource's usage
+    is a piecewise linear, increasing function of ``t`` with breakpoints at the entry levels ``o_n/w_n``;
+    with the users sorted by entry level its values at all breakpoints are one cumulative sum, so the next
+    saturation level ``t_r`` of every resource is found in one vectorised pass. Users whose cap level
+    ``(o_n + cap_n)/w_n`` lies below ``min_r t_r`` reach their caps first (capping only lowers usage, so
+    the true next saturation is later still): they all freeze in the same pass. Each pass saturates a
+    resource or caps a user. At the end every user of ``N_i`` is capped or demands a saturated resource
+    whose holders all have a VDS ``≤`` its own: the server's part of [PSDSF] Thm 1.
+    """
+    m, R = D.shape
+    x = np.zeros(m)
+    if m == 0 or R == 0:
+        return x
+    e = o / w
+    order = np.argsort(e, kind="stable")
+    es, Ds, ws, os_ = e[order], D[order], w[order], o[order]
+    capl = None if cap is None else (os_ + cap[order]) / ws  # level at which a user reaches its cap
+    wd, od = ws[:, None] * Ds, os_[:, None] * Ds
+    demands = Ds > 0
+    free = np.ones(m, bool)
+    fixed = np.zeros(R)  # usage of the frozen users
+    open_ = np.ones(R, bool)
+    cols = np.arange(R)
+    while free.any():
+        cum_w = (wd * free[:, None]).cumsum(axis=0)
+        cum_o = (od * free[:, None]).cumsum(axis=0)
+        over = (es[:, None] * cum_w - cum_o) >= (c - fixed)  # usage at each entry level ≥ capacity
+        k = over.argmax(axis=0)
+        crossed = over[k, cols]
+        k[~crossed] = m  # the first entry level at or over capacity (m: none)
+        prev_w, prev_o = cum_w[k - 1, cols], cum_o[k - 1, cols]  # users entered before it
+        level = np.full(R, np.inf)
+        ok = (k > 0) & (prev_w > 0)
+        level[ok] = (c - fixed + prev_o)[ok] / prev_w[ok]
+        level[crossed] = np.minimum(level[crossed], es[k[crossed]])
+        level[k == 0] = es[0]
+        level[~open_ | (cum_w[-1] <= 0)] = np.inf
+        t = float(level.min())
+        if capl is not None:
+            capped = free & (capl <= t)
+            if capped.any():  # these reach their caps before any resource saturates
+                idx = np.flatnonzero(capped)
+                xs = np.maximum(capl[idx] * ws[idx] - os_[idx], 0.0)
+                x[order[idx]] = xs
+                fixed += xs @ Ds[idx]
+                free[idx] = False
+                continue
+        if t == np.inf:
+            break
+        sat = level <= t + tol * max(1.0, abs(t))
+        idx = np.flatnonzero(free & demands[:, sat].any(axis=1))
+        xs = np.maximum(t * ws[idx] - os_[idx], 0.0)
+        x[order[idx]] = xs
+        fixed += xs @ Ds[idx]
+        free[idx] = False
+        open_ &= ~sat
+    return x
+
+
+def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: float = 1e-7,
+                 relax: bool = False, drop: np.ndarray | None = None, out: dict[str, Any] | None = None,
+                 time_limit: float | None = None) -> np.ndarray | None:
+    r"""The PS-DSF allocation with the *structure* of ``x`` (an approximate fixed point), solved exactly
+    as one LP; ``None`` when the structure read from ``x`` admits none.
+
+    Read from ``x``: the pairs that may hold tasks (``x[n,i] > θ X_n``, the support ``S``), the saturated
+    resources ``(i,r)`` (usage within ``sat_tol·c``), the users at their task limits or budgets, and for
+    every other runnable pair ``(n,i)`` the saturated resource ``r(n,i)`` it demands with the lowest water
+    level (the largest VDS among its holders in ``x``). With a free level ``τ[i,r]`` per saturated
+    resource, Thm 1 becomes linear in ``(x, X, τ)`` once this structure is fixed:
+
+    .. math::
+
+        \sum_n x_{n,i} d_{n,r} = c_{i,r}\ ((i,r)\ \text{saturated}), \qquad
+        X_m \le \phi_m\gamma_{m,i}\,\tau_{i,r}\ \ ((m,i) \in S,\ d_{m,r} > 0), \qquad
+        X_n \ge \phi_n\gamma_{n,i}\,\tau_{i,r(n,i)},
+
+    with χ's rows (capacities, ``X_n ≤ T_n``, budgets) and ``x = 0`` off ``S``; a user at its limit or
+    budget needs no bottleneck (``X_n = T_n``, budget spent). Any solution is PS-DSF: every holder of a
+    saturated ``r`` at ``i`` has a weighted VDS ``≤ τ[i,r]``, and every user's VDS at ``i`` is ``≥ τ`` of
+    a saturated resource it demands. HiGHS (via scipy, zero objective) finds one — a vertex where the
+    solution is not unique. The caller re-checks Thm 1 (:func:`~fairalloc.verify.psdsf.psdsf_certificate`).
+    ``relax=True`` gives each Thm 1 row a slack and minimises their sum (χ's rows stay hard): a feasible
+    point that breaks Thm 1 least for this structure, from which the sweeps continue; the support pairs
+    whose holder rows needed slack are put in ``out["offenders"]`` (a mask; ``drop`` excludes pairs from
+    the support in a second try).
+    """
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
+    N, K = x.shape
+    rows = [r for r in server_rows(inst) if len(r.users)]
+    X = x.sum(axis=1)
+    if not (X > 0).all():
+        return None
+    vds = weighted_vds(inst, x)
+    T, B, cost = inst.tasks, inst.budget_limit, inst.budget_cost
+    at_limit = np.isfinite(T) & (X >= T * (1 - 1e-6))
+    broke = np.isfinite(B) & ((cost * x).sum(axis=1) >= B * (1 - 1e-6))
+    support = (x > theta * X[:, None]) & inst.runnable
+    if drop is not None:
+        support &= ~drop
+    pairs = np.argwhere(support)
+    P = len(pairs)
+    pid = -np.ones((N, K), int)
+    pid[pairs[:, 0], pairs[:, 1]] = np.arange(P)
+    eq: list[tuple[list[int], list[float], float]] = []
+    ub: list[tuple[list[int], list[float], float]] = []
+    for n in range(N):  # X_n = Σ_i x[n,i]; limits and budgets
+        ks = np.flatnonzero(pid[n] >= 0)
+        eq.append(([*pid[n, ks].tolist(), P + n], [1.0] * len(ks) + [-1.0], 0.0))
+        if np.isfinite(T[n]):
+            (eq if at_limit[n] else ub).append(([P + n], [1.0], float(T[n])))
+        if np.isfinite(B[n]):
+            (eq if broke[n] else ub).append((pid[n, ks].tolist(), cost[n, ks].tolist(), float(B[n])))
+    ntau = 0
+    holder_row: list[tuple[int, int, int]] = []
+    for r in rows:
+        i, D, c = r.server, r.demand, r.capacity
+        hu = np.flatnonzero(pid[:, i] >= 0)
+        sat = (x[:, i] @ D) >= c * (1 - sat_tol)
+        level = np.full(len(c), np.inf)  # τ estimate: the largest holder VDS (0 when none)
+        col = {}
+        for k in range(len(c)):
+            users = hu[D[hu, k] > 0]
+            (eq if sat[k] else ub).append((pid[users, i].tolist(), D[users, k].tolist(), float(c[k])))
+            if sat[k]:
+                col[k] = P + N + ntau
+                ntau += 1
+                level[k] = float(vds[users, i].max(initial=0.0))
+                for m in users:  # holders: X_m ≤ φ_m γ[m,i] τ[i,k]
+                    holder_row.append((len(ub), m, i))
+                    ub.append(([P + m, col[k]], [1.0, -float(inst.weight[m] * inst.gamma[m, i])], 0.0))
+        for n in r.users:
+            if at_limit[n] or (broke[n] and cost[n, i] > 0):
+                continue
+            dem = np.flatnonzero((D[n] > 0) & sat)
+            if not len(dem):
+                return None
+            k = int(dem[np.argmin(level[dem])])  # X_n ≥ φ_n γ[n,i] τ[i,r(n,i)]
+            ub.append(([P + n, col[k]], [-1.0, float(inst.weight[n] * inst.gamma[n, i])], 0.0))
+    nv = P + N + ntau
+
+    def matrix(rows_: list[tuple[list[int], list[float], float]]) -> tuple[Any, np.ndarray]:
+        r_ = [k for k, (cols, _, _) in enumerate(rows_) for _ in cols]
+        c_ = [j for cols, _, _ in rows_ for j in cols]
+        v_ = [v for _, vals, _ in rows_ for v in vals]
+        return sp.csr_array((v_, (r_, c_)), shape=(len(rows_), nv)), np.array([b for _, _, b in rows_])
+
+    Aeq, beq = matrix(eq)
+    Aub, bub = matrix(ub)
+    obj = np.zeros(nv)
+    bounds = [(0, None)] * P + [(0, None)] * N + [(None, None)] * ntau
+    if relax:  # Thm 1's rows (right-hand side 0) get a slack each, its total minimised
+        thm = np.flatnonzero(bub == 0.0)
+        Aub = sp.hstack([Aub, sp.csr_array((-np.ones(len(thm)), (thm, np.arange(len(thm)))),
+                                           shape=(Aub.shape[0], len(thm)))]).tocsr()
+        Aeq = sp.hstack([Aeq, sp.csr_array((Aeq.shape[0], len(thm)))]).tocsr()
+        obj = np.concatenate([obj, np.ones(len(thm))])
+        bounds += [(0, None)] * len(thm)
+    opts: dict[str, Any] = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
+    if time_limit is not None:
+        opts["time_limit"] = max(1.0, time_limit)
+    res = linprog(obj, A_ub=Aub, b_ub=bub, A_eq=Aeq, b_eq=beq, bounds=bounds, method="highs", options=opts)
+    if res.status != 0:
+        return None
+    y = np.zeros_like(x)
+    y[pairs[:, 0], pairs[:, 1]] = np.maximum(res.x[:P], 0.0)
+    if relax and out is not None:
+        slack = np.zeros(len(bub))
+        slack[thm] = res.x[nv:]
+        big = 1e-9 * max(1.0, float(X.max()))
+        off = np.zeros_like(support)
+        for k, m, i in holder_row:
+            if slack[k] > big:
+                off[m, i] = True
+        out["offenders"] = off
+    return y
+
+
+MAX_JUMPS = 15  # restarts of the sweeps from the relaxed finish's point (then the sweeps alone go on)
+PRUNES = 0  # re-solves of the finish LP without the holders that needed slack
+OMEGAS = (1.5, 1.0, 0.7, 0.5)  # over-relaxation factors, the next one after 100 sweeps without progress
+
+
+def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_iter: int = 5000,
+         omega: float = 1.5, progress: bool | None = None, finish: bool = True
+         ) -> tuple[np.ndarray, Status, dict[str, Any]]:
+    r"""PS-DSF by Gauss–Seidel sweeps of exact numpy best responses (:func:`leximin_response`),
+    over-relaxed, finished exactly (:func:`exact_finish`) and certified by [PSDSF] Thm 1.
+
+    Server ``i`` computes its weighted leximin of the VDS ``(x[n,i] + Σ_{j≠i} x[n,j])/(φ_n γ[n,i])``
+    ([PSDSF] (12)) given the other servers' tasks, the same response as ``best-response``'s LPs but by
+    vectorised water-filling (no LP; task limits and budgets are column caps, ``coupling_room``). The
+    column moves to ``x + ω(response − x)`` (successive over-relaxation, ``ω = omega``; after
+    100 sweeps without progress ``ω`` moves on to 1, 0.7, 0.5: a stalled or cycling sweep changes pace).
+
+    The sweeps converge only linearly (and at 200 × 32 they may cycle), so once the responses move by
+    less than ``10⁻³`` relative (again each time they have shrunk tenfold, and every 25 sweeps), the
+    structure of the current responses is solved exactly (:func:`exact_finish`, ``finish=False`` skips
+    it); a candidate that carries the certificate at ``10⁻⁹`` ends the run (``details.finish``). When
+    no exact candidate exists, the relaxed LP's point (Thm 1 broken least, χ kept) replaces the
+    iterate (``details.finish.jumps``, at most ``MAX_JUMPS``) and the next attempt follows 5 sweeps
+    later.
+    Otherwise the sweeps stop at a fixed point (every response
+    reproduces its column to ``10⁻³·tol`` relative, then one plain sweep makes every column its server's
+    response), at ``max_iter`` (``iteration_limit``) or when ``session``'s time is up (``time_limit``).
+    Like Algorithm I it returns *a* PS-DSF allocation.
+    """
+    from tqdm.auto import tqdm
+
+    rows = [r for r in server_rows(inst) if len(r.users)]
+    pre = []
+    for r in rows:
+        U = r.users
+        lim = coupled_users(inst, r.server, U)
+        pre.append((r.server, U, inst.weight[U] * inst.gamma[U, r.server], r.demand[U], r.capacity, lim))
+    x = np.zeros((inst.n_users, inst.n_servers))
+    resp = np.zeros_like(x)
+    fp = 1e-3 * tol
+    history: list[float] = []
+    status = Status.ITERATION_LIMIT
+    omegas = [omega, *(o for o in OMEGAS if o != omega)]
+    om, best, best_at = omegas[0], np.inf, 0
+    next_try, last_try = 1e-2, 0
+    report: dict[str, Any] = {"attempts": 0}
+
+    def respond(i: int, U: np.ndarray, w: np.ndarray, D: np.ndarray, c: np.ndarray, lim: np.ndarray,
+                X: np.ndarray) -> np.ndarray:
+        cap = None
+        if len(lim):
+            cap = np.full(len(U), np.inf)
+            cap[lim] = coupling_room(inst, x, i, U[lim])
+        return leximin_response(w, D, c, X[U] - x[U, i], cap=cap)
+
+    bar = tqdm(total=max_iter, desc="ps-dsf fast", unit="sweep", file=sys.stderr,
+               disable=None if progress is None else not progress, leave=False)
+    try:
+        for sweep in range(1, max_iter + 1):
+            if sweep - best_at >= 100:  # stalled (a cycle of the responses): change ω
+                om = omegas[(omegas.index(om) + 1) % len(omegas)]
+                best_at = sweep
+            X = x.sum(axis=1)
+            resid = 0.0
+            for i, U, w, D, c, lim in pre:
+                old = x[U, i]
+                col = respond(i, U, w, D, c, lim, X)
+                resp[U, i] = col
+                resid = max(resid, float(np.abs(col - old).max(initial=0.0)))
+                new = col if om == 1.0 else np.maximum(old + om * (col - old), 0.0)
+                if len(lim):  # over-relaxation must not pass a task limit or budget
+                    new[lim] = np.minimum(new[lim], np.maximum(col[lim], old[lim]))
+                X[U] += new - old
+                x[U, i] = new
+            history.append(resid)
+            rel = resid / max(1e-300, float(x.max(initial=0.0)))
+            if rel < 0.5 * best:
+                best, best_at = rel, sweep
+            bar.update(1)
+            bar.set_postfix_str(f"change {rel:.2g}", refresh=False)
+            if resid <= fp * max(1.0, float(x.max(initial=0.0))):
+                status = Status.CONVERGED
+                break
+            if finish and (rel <= next_try or (sweep - last_try >= 25 and next_try < 1e-2)):
+                last_try, next_try = sweep, min(next_try, rel) / 10
+                report["attempts"] += 1
+                drop, jump = None, None
+                for prune in range(PRUNES + 1):
+                    out: dict[str, Any] = {}
+                    y = exact_finish(inst, resp, 1e-6, 1e-7, relax=True, drop=drop, out=out,
+                                     time_limit=None if session is None else session.remaining())
+                    if y is None:
+                        break
+                    if psdsf_certificate(inst, y, tol=1e-9)["holds"]:
+                        report.update(sweep=sweep, pruned=prune, change=rel)
+                        log.info("ps-dsf fast: exact finish after %d sweeps", sweep)
+                        return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report,
+                                                     "max_change": history}
+                    jump = y if jump is None else jump
+                    if not out["offenders"].any():
+                        break
+                    # holders that needed slack leave the support (the LP could not empty them)
+                    drop = out["offenders"] if drop is None else drop | out["offenders"]
+                if jump is not None and report.get("jumps", 0) < MAX_JUMPS:
+                    # the point that breaks Thm 1 least: plain sweeps on from there
+                    x, om = jump, 1.0
+                    report["jumps"] = report.get("jumps", 0) + 1
+                    last_try = sweep - 20  # and try again in 5 sweeps
+            if session is not None and session.expired():
+                status = Status.TIME_LIMIT
+                break
+    finally:
+        bar.close()
+    X = x.sum(axis=1)
+    for i, U, w, D, c, lim in pre:  # a plain sweep: every column its server's (feasible) response
+        col = respond(i, U, w, D, c, lim, X)
+        X[U] += col - x[U, i]
+        x[U, i] = col
+    log.info("ps-dsf fast: %d sweeps, %s", len(history), status.value)
+    return x, status, {"sweeps": len(history), "omega": om, "finish": report, "max_change": history}
+
+
+def time_shared_mnw(inst: Instance, session: Session) -> tuple[np.ndarray, Status, dict[str, Any]]:
+    r"""PS-DSF on the time-shared form as maximum Nash welfare (``mnw``, Eisenberg–Gale, Ipopt).
+
+    With one resource per server (its time, per-task demand ``1/γ[n,i]``), the KKT conditions of
+    ``max Σ φ_n log X_n`` over χ are ``φ_n/X_n ≤ λ_i/γ[n,i]``, with equality where ``x[n,i] > 0``:
+    every user's weighted VDS ``X_n/(φ_n γ[n,i])`` is at least ``1/λ_i`` at every eligible server, with
+    equality for the holders, and ``λ_i > 0`` saturates the server — exactly [PSDSF] Thm 1's bottleneck
+    condition (the argument of [APF] Thm 5 for α = 1). Task limits and budgets add ``ν_n ≥ 0`` to the
+    left side, which only lowers a holder's VDS (or makes the limit its bottleneck), so the certificate
+    still holds. The totals are unique (strictly concave in ``X``); the caller splits canonically and
+    checks Thm 1."""
+    from fairalloc.models import mnw
+
+    sol = mnw.solve(inst, session)
+    status = sol.status
+    if status.ok:
+        status = Status.CONVERGED
+    return np.asarray(sol.allocation, float), status, {
+        "route": "mnw (time-shared: Thm 1 = the KKT conditions of max Σ φ log X)",
+        "mnw_status": sol.status.value, "relative_gap": sol.details.get("relative_gap"),
+        **({"message": sol.message} if sol.message and not sol.status.ok else {})}
+
+
 # ---------------------------------------------------------------------- mechanism
-LIMITS_HINT = "only algorithm=best-response supports task limits; omit 'tasks' for the others"
-BUDGET_HINT = "only algorithm=best-response supports budgets; omit 'budget' for the others"
+LIMITS_HINT = "only algorithm=fast and best-response support task limits; omit 'tasks' for the others"
+BUDGET_HINT = "only algorithm=fast and best-response support budgets; omit 'budget' for the others"
 
 
 def build(inst: Instance, **_: Any) -> pyo.ConcreteModel:
@@ -417,7 +765,8 @@ def build(inst: Instance, **_: Any) -> pyo.ConcreteModel:
 
 
 PARAMS = [
-    Param("algorithm", choice("best-response", "paper", "distributed"), "best-response",
+    Param("algorithm", choice("fast", "best-response", "paper", "distributed"), "fast",
+          "fast (numpy best responses, over-relaxed Gauss–Seidel, exact finish; time-shared: mnw), "
           "best-response (per-server leximin LPs), paper (Algorithm I) or distributed ([PSDSF] §III-D)"),
     Param("tol", as_float, 1e-8, "convergence tolerance (relative change per sweep; ties and "
           "saturation in Algorithm I)", lambda v: None if v > 0 else "must be > 0"),
@@ -430,16 +779,24 @@ PARAMS = [
 @mechanism("ps-dsf", problem="lp", build=build, needs_demands=False, params=PARAMS,
            reference="[PSDSF] §III, Def. 2, Thm 1, Alg. I",
            summary="per-server dominant-share fairness: leximin of VDS at every server (fixed point)")
-def solve(inst: Instance, session: Session, algorithm: str = "best-response", tol: float = 1e-8,
+def solve(inst: Instance, session: Session, algorithm: str = "fast", tol: float = 1e-8,
           max_iter: int = 5000, seed: int = 0) -> Solution:
-    require_per_server(inst, "ps-dsf", allow_limits=algorithm == "best-response", limits_hint=LIMITS_HINT,
-                       budget_hint=BUDGET_HINT)
+    require_per_server(inst, "ps-dsf", allow_limits=algorithm in ("fast", "best-response"),
+                       limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT)
     bounds = None
-    if algorithm == "best-response":
+    route: dict[str, Any] = {}
+    if algorithm == "fast" and session.customize is not None:  # numpy cannot read a hook's edits
+        algorithm = "best-response"
+        route = {"routed": "fast -> best-response (a customize hook edits the per-server LPs)"}
+    if algorithm == "fast" and inst.time_shared:
+        x, status, info = time_shared_mnw(inst, session)
+    elif algorithm == "best-response":
         x, status, info = best_response(inst, session, tol, max_iter)
         bounds = info.pop("column_bounds")
     elif algorithm == "paper":
         x, status, info = algorithm_i(inst, min(tol, 1e-9), max_iter)
+    elif algorithm == "fast":
+        x, status, info = fast(inst, session, min(tol, 1e-9), max_iter)
     else:
         x, status, info = distributed(inst, seed, min(tol, 1e-9), max_iter)
     edited = session.customize is not None
@@ -459,6 +816,7 @@ def solve(inst: Instance, session: Session, algorithm: str = "best-response", to
         message = "fixed point reached but the PS-DSF certificate fails (see details.certificate)"
     vds = weighted_vds(inst, x)
     return Solution(x, status, message, details={
-        "algorithm": algorithm, **info, "certificate": cert, **({"canonical": split} if split else {}),
+        "algorithm": algorithm, **route, **info, "certificate": cert,
+        **({"canonical": split} if split else {}),
         "weighted_vds": {u: {s: float(vds[n, i]) for i, s in enumerate(inst.servers)
                              if inst.runnable[n, i]} for n, u in enumerate(inst.users)}})

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from fairalloc import load_instance, solve
 from fairalloc.errors import InstanceError
+from fairalloc.generate import FAMILIES as GEN_FAMILIES
 from fairalloc.generate import random_instance
 from fairalloc.verify import feasibility, psdsf_certificate
 
-ALGORITHMS = ("best-response", "paper", "distributed")
+ALGORITHMS = ("best-response", "paper", "fast", "distributed")
 
 GOLDEN = {
     "psdsf-fig1": [6.0, 6.0],
@@ -65,7 +66,7 @@ def test_best_response_extrapolates_a_steady_drift():
     # two near-proportional servers: Gauss–Seidel walks along a ridge of PS-DSF allocations at constant
     # speed (≈1,800 sweeps); the extrapolation jumps to where the walk stops
     inst = random_instance(48)
-    r = solve(inst, "ps-dsf")
+    r = solve(inst, "ps-dsf", algorithm="best-response")
     assert r.status.value == "converged" and r.details["extrapolations"] >= 1
     assert r.details["sweeps"] < 20
     p = solve(inst, "ps-dsf", algorithm="paper")  # Algorithm I walks the whole ridge
@@ -88,7 +89,7 @@ def test_rejects_what_the_per_server_game_does_not_define(examples):
         solve(examples / "tsfer-fig2.yaml", "ps-dsf")
     inst = load_instance(examples / "psdsf-fig1.yaml").replace(tasks=np.array([3.0, np.inf]))
     for algorithm in ("paper", "distributed"):  # only the best responses take task limits
-        with pytest.raises(InstanceError, match=r"task limits .* only algorithm=best-response"):
+        with pytest.raises(InstanceError, match=r"task limits .* only algorithm=fast and best-response"):
             solve(inst, "ps-dsf", algorithm=algorithm)
 
 
@@ -112,9 +113,13 @@ def test_task_limits_carry_the_certificate(seed):
 
 
 def test_task_limits_fixed_points_are_not_unique(examples):
-    """Fig. 2 with T[u3] = 4: the sweeps let s1 serve u3; u3 on s2 instead is a fixed point too."""
+    """Fig. 2 with T[u3] = 4: the LP sweeps let s1 serve u3; u3 on s2 instead is a fixed point too, and
+    fast (sweeps + exact finish) returns a third, X = (8/3, 8/3, 4, 12), also certified."""
     inst = load_instance(examples / "psdsf-fig2.yaml").replace(tasks=np.array([np.inf, np.inf, 4, np.inf]))
-    r = solve(inst, "ps-dsf")
+    f = solve(inst, "ps-dsf")
+    assert f.status.value == "converged" and psdsf_certificate(inst, f.x)["holds"]
+    assert f.tasks == pytest.approx([8 / 3, 8 / 3, 4.0, 12.0], rel=1e-6)
+    r = solve(inst, "ps-dsf", algorithm="best-response")
     assert r.tasks == pytest.approx([2.8, 2.8, 4.0, 11.8], rel=1e-6)
     cert = psdsf_certificate(inst, r.x)
     assert cert["holds"] and cert["bottleneck"]["u3"] == {"s1": "tasks", "s2": "tasks"}
@@ -187,3 +192,129 @@ def test_time_shared_split_is_canonical():
             for b, srv in enumerate(r.servers):
                 x[inst.users.index(u), inst.servers.index(srv)] = r.x[a, b]
         np.testing.assert_allclose(x, ref.x, rtol=1e-6, atol=1e-9)
+
+
+FAMILIES = {"plain": {}, "placement": {"placement": True}, "weights": {"weights": True, "placement": True},
+            "ts": {"time_shared": True, "weights": True, "placement": True}}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_fast_agrees_with_algorithm_i_and_best_response(family):
+    """algorithm=fast (numpy best responses) gives the totals of Algorithm I and of the LP best responses
+    (1e-6 relative) on seeded random 6 × 3 × 3 instances, and the certificate holds."""
+    for seed in range(4):
+        inst = random_instance(seed, 6, 3, 3, **FAMILIES[family])
+        f = solve(inst, "ps-dsf", algorithm="fast")
+        assert f.status.value == "converged", (seed, f.message)
+        assert feasibility(inst, f.x)["holds"] and psdsf_certificate(inst, f.x)["holds"]
+        for other in ("paper", "best-response"):
+            o = solve(inst, "ps-dsf", algorithm=other)
+            assert o.status.value == "converged"
+            np.testing.assert_allclose(f.tasks, o.tasks, rtol=1e-6,
+                                       atol=1e-6 * max(1.0, float(np.abs(o.tasks).max())))
+
+
+@pytest.mark.parametrize(("family", "seed"), [("plain", 0), ("plain", 3), ("placement", 0), ("placement", 3),
+                                              ("weights", 3), ("weights", 6), ("ts", 0), ("ts", 5)])
+def test_fast_carries_the_certificate_at_30_users(family, seed):
+    """30 × 6 × 4: the fixed point is certified. PS-DSF totals are not unique at this size (Algorithm I
+    and fast may return different certified allocations), except on the time-shared form: with one
+    resource per server, Thm 1's conditions are the KKT conditions of max Σ φ_n log X_n (weighted
+    proportional fairness), whose totals are unique, so there both agree."""
+    inst = random_instance(seed, 30, 6, 4, **FAMILIES[family])
+    f = solve(inst, "ps-dsf", algorithm="fast")
+    assert f.status.value == "converged", f.message
+    assert feasibility(inst, f.x)["holds"]
+    # time-shared: mnw's (Ipopt's) point, certified at the mechanism's 1e-6
+    assert psdsf_certificate(inst, f.x, tol=1e-6 if family == "ts" else 1e-8)["holds"]
+    if family == "ts":
+        p = solve(inst, "ps-dsf", algorithm="paper")
+        np.testing.assert_allclose(f.tasks, p.tasks, rtol=1e-6)
+
+
+def test_paper_rejects_task_limits_and_fast_takes_them(examples):
+    inst = load_instance(examples / "psdsf-fig1.yaml").replace(tasks=np.array([3.0, np.inf]))
+    with pytest.raises(InstanceError, match=r"task limits .* only algorithm=fast and best-response"):
+        solve(inst, "ps-dsf", algorithm="paper")
+    r = solve(inst, "ps-dsf")
+    assert r.status.value == "converged" and r.details["certificate"]["holds"]
+    assert r.details["certificate"]["bottleneck"]["u1"]["s1"] == "tasks"
+
+
+PS_FAMILIES = ("plain", "placement", "limits", "weights", "time-shared")  # the others add external resources
+
+
+@pytest.mark.parametrize("family", PS_FAMILIES)
+def test_default_is_fast_and_certified_on_every_family(family):
+    """The default (fast: sweeps + exact finish; time-shared: mnw) ends converged with the Thm 1
+    certificate, checked here independently (1e-9; time-shared 1e-6, Ipopt's point), on random
+    30 × 6 × 4 instances of every family ps-dsf accepts."""
+    for seed in range(3):
+        inst = random_instance(seed, 30, 6, 4, missing=0.0, **GEN_FAMILIES[family])
+        r = solve(inst, "ps-dsf")
+        assert r.details["algorithm"] == "fast"
+        assert r.status.value == "converged", (seed, r.message)
+        assert feasibility(inst, r.x)["holds"]
+        tol = 1e-6 if family == "time-shared" else 1e-9
+        assert psdsf_certificate(inst, r.x, tol=tol)["holds"], seed
+
+
+def test_ps_dsf_refuses_external_resources():
+    inst = random_instance(0, 8, 3, 3, **GEN_FAMILIES["external"])
+    with pytest.raises(InstanceError, match="external resources"):
+        solve(inst, "ps-dsf")
+
+
+def test_fast_with_limits_agrees_with_best_response_where_both_certify():
+    """Task limits: both loops end certified; their totals may differ (fixed points need not be unique
+    with limits, see the docstring), so only the certificate is compared."""
+    for seed in range(3):
+        inst = random_instance(seed, 6, 3, 3, limits=True)
+        for alg in ("fast", "best-response"):
+            r = solve(inst, "ps-dsf", algorithm=alg)
+            assert r.status.value == "converged", (alg, seed, r.message)
+            assert psdsf_certificate(inst, r.x)["holds"], (alg, seed)
+
+
+def test_exact_finish_from_a_rough_point():
+    """The finish reads the structure of an approximate fixed point (a few sweeps) and returns an
+    allocation that carries the certificate at 1e-9 and is close to the point it started from."""
+    from fairalloc.models.psdsf import exact_finish, fast
+
+    inst = random_instance(1, 30, 6, 4, missing=0.0)
+    x, _, _ = fast(inst, max_iter=60, finish=False)  # 60 sweeps, no finish: approximate
+    y = exact_finish(inst, x)
+    assert y is not None and psdsf_certificate(inst, y, tol=1e-9)["holds"]
+    np.testing.assert_allclose(y.sum(axis=1), x.sum(axis=1), rtol=1e-5)
+
+
+def test_fast_time_limit_is_honest():
+    inst = random_instance(0, 200, 32, 4, missing=0.0)
+    r = solve(inst, "ps-dsf", time_limit=0.5)
+    assert r.status.value in ("time_limit", "converged")
+    if r.status.value == "time_limit":
+        assert r.details["sweeps"] >= 1
+
+
+def test_fast_with_a_customize_hook_routes_to_best_response(examples):
+    def cap(m, inst):
+        if ("u1", "s1") in m.chi.x:
+            m.chi.x["u1", "s1"].setub(2.0)
+
+    r = solve(load_instance(examples / "psdsf-fig1.yaml"), "ps-dsf", customize=cap)
+    assert r.details["algorithm"] == "best-response" and "routed" in r.details
+    assert r.status.value == "converged"
+
+
+def test_leximin_response_is_drf_on_one_server():
+    """On one server the response (offsets 0) is weighted DRF: Algorithm I's initialisation."""
+    from fairalloc.models._perserver import server_rows
+    from fairalloc.models.psdsf import drf_server, leximin_response
+
+    for seed in range(6):
+        inst = random_instance(seed, 8, 2, 3, weights=True, placement=True)
+        for rows in server_rows(inst):
+            U = rows.users
+            w = inst.weight[U] * inst.gamma[U, rows.server]
+            got = leximin_response(w, rows.demand[U], rows.capacity, np.zeros(len(U)))
+            np.testing.assert_allclose(got, drf_server(inst, rows)[U], rtol=1e-9, atol=1e-12)
