@@ -26,7 +26,17 @@ server ("servers with heterogeneous objectives", §3.4).
 
 ``-p algorithm=...``:
 
-``ncp`` (default)
+``newton`` (default)
+    A semismooth Newton method on the NCP (:mod:`~fairalloc.models._apf_newton`): the Fischer–Burmeister
+    form ((35)) of every pair on scaled sides; ``f_{n,i}`` (31) depends on ``x`` only through ``X_n``, so
+    the pair unknowns are eliminated and each step solves a sparse system in ``(Δλ, ΔX)`` (#rows + #users)
+    by LU, Levenberg–Marquardt-regularised where the split is not unique; a non-monotone Armijo search on
+    ``‖Φ‖``; α-continuation from weighted proportional fairness (α = 1, A = 1, B = 0, from the
+    sharing-incentive point (41)) to the target ``(α_i, A_i, B_i)``. Certified by the dimensionless residual
+    ``details["ncp_residual_scaled"]`` (:func:`~fairalloc.models._apf_newton.scaled_residual`) ``≤ tol``
+    (default 1e-9); otherwise ``ncp`` runs instead (``details["newton"]["fallback"]``). Task limits,
+    budgets, ``inf`` entries of ``alpha`` and ``customize`` hooks keep their routes (best-response, ncp).
+``ncp``
     :func:`build` is the NCP as a Pyomo model — ``x[n,i] ⊥ f[n,i]`` and ``λ[i,r] ⊥ slack[i,r]`` as
     ``pyomo.mpec`` ``Complementarity`` components over χ (:mod:`~fairalloc.models.feasible`), with
     ``u[n] = X[n] ≥ ε`` so ``g'`` is never evaluated at 0 — the model to print and edit. It is solved by
@@ -48,7 +58,7 @@ such instances to it; the certificate is then the NCP residual in box form (:fun
 gains. A ``customize`` hook edits the NCP model (bounded pairs re-posed as ``0 ≤ x ≤ u ⊥ f``, certificate
 :func:`edited_ncp_residual`) or every server's NLP.
 
-Every algorithm's end point is then *polished*: Newton's method on the equations of its active set
+Every other algorithm's end point is then *polished*: Newton's method on the equations of its active set
 (:func:`~fairalloc.models._apf_ncp.polish`; ``polish=false`` turns it off), kept only if it lowers the NCP
 residual. The result carries the NCP residual ``max |min(z, F(z))|``, Ψ, the multipliers and every
 server's best-response gain (:func:`nash_conditions`), plus the algorithm's trajectory.
