@@ -52,6 +52,7 @@ from fairalloc.models._apf_ncp import ApfGame
 
 MU_FLOOR = 1e-7
 NONMONOTONE = 5
+STALL = 40  # iterations without halving the merit norm: give up (the continuation halves its step)
 FINE = 1e-13  # Newton's own target below the certificate's tolerance
 __all__ = ["NewtonResult", "continuation", "newton", "scaled_residual"]
 
@@ -194,6 +195,7 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
     message = ""
     recent = [norm]  # a non-monotone line search (Grippo–Lampariello–Lucidi): the last NONMONOTONE norms
     best = (res, xp, lv)
+    trace = [norm]
     extra = 0  # once certified, a few more steps towards FINE (round-off may stop them: no matter)
     while True:
         if res <= FINE or (res <= tol and extra >= 5):
@@ -262,6 +264,10 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
             message = f"Newton: line search failed at residual {res:.1e}"
             break  # (after the certificate: round-off, the point is kept)
         xp, lv, F, norm = xn, ln, Fn, nn
+        trace.append(norm)
+        if len(trace) > STALL and min(trace[-STALL:]) > 0.5 * min(trace[:-STALL]):
+            message = f"Newton: stalled ({STALL} iterations without halving ‖Φ‖), residual {res:.1e}"
+            break
         recent = [*recent, norm][-NONMONOTONE:]
         f, sl, m, h = parts
         res = certify(xp, lv, m, f, sl)
@@ -285,7 +291,8 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
 def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: list[np.ndarray],
                  rescale: Callable[[float, float, list[np.ndarray]], list[np.ndarray]],
                  tol: float = 1e-10, expired: Callable[[], bool] | None = None, progress: Any = None,
-                 max_steps: int = 200, max_iter: int = 60) -> tuple[NewtonResult, list[dict[str, Any]]]:
+                 max_steps: int = 200, max_iter: int = 60, first_step: float = 1.0
+                 ) -> tuple[NewtonResult, list[dict[str, Any]]]:
     """Newton along the path ``t ∈ [0, 1]`` of games ``make_game(t)`` from ``(x0, λ0)`` (a solution, or a
     start, at ``t = 0``). ``rescale(t_old, t_new, λ)`` maps multipliers between the games' utility
     scales. Returns the last result (at ``t = 1`` if ``ok``) and the path taken."""
@@ -295,7 +302,7 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
     history.append({"t": 0.0, "iterations": res.iterations, "residual": res.residual, "ok": res.ok})
     if not res.ok:
         return res, history
-    t, step = 0.0, 1.0
+    t, step = 0.0, first_step
     while t < 1.0 and len(history) < max_steps:
         if expired is not None and expired():
             res.ok, res.message = False, "time limit"
@@ -309,10 +316,10 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
             if progress is not None:
                 progress.update(tn - t)
             t, res = tn, trial
-            if trial.iterations <= 8:
+            if trial.iterations <= 30:
                 step = min(1.0, 2 * step)
         else:
-            step /= 2
+            step = (tn - t) / 2
             if step < 1e-4:
                 res = NewtonResult(res.x, res.lam, False, trial.iterations, trial.residual,
                                    f"continuation stalled at t = {t:.4f} ({trial.message})")

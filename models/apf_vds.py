@@ -720,8 +720,9 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
                   ) -> tuple[np.ndarray, list[np.ndarray], Status, str] | None:
     """The NCP by the semismooth Newton method of :mod:`~fairalloc.models._apf_newton`: weighted
     proportional fairness (``α = 1``, ``A = 1``, ``B = 0``) from the sharing-incentive point ((41)),
-    then continuation to the target — ``α_i(t) = α_i^t``, ``A_i(t) = 1 + t(A_i − 1)``, ``B_i(t) = t B_i`` —
-    each game in its own utility scale (:func:`utility_scale`). Returns ``(x, λ, status, message)`` with
+    then continuation to the target — ``α_i(t) = α_i^t``, ``A_i(t) = 1 + t(A_i − 1)``,
+    ``B_i(t) = t B_i``, the first step changing no ``α_i`` by more than a factor 4 — each game in its
+    own utility scale (:func:`utility_scale`). Returns ``(x, λ, status, message)`` with
     ``λ`` in the target game's scale, or ``None`` (reason in ``details["newton"]``) when it is not
     certified and the session still has time (the caller then runs ``ncp``)."""
     from tqdm.auto import tqdm
@@ -745,12 +746,16 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     start = time.perf_counter()
     x0 = uniform_split(inst)
     g0 = make(0.0)
+    # the first step moves α by a factor of at most 4 (each later one doubles or halves)
+    spread = float(np.abs(np.log(a)).max(initial=0.0))
+    first = 1.0 if spread <= np.log(4.0) else float(np.log(4.0) / spread)
     target_is_start = bool(np.allclose(a, 1.0) and np.allclose(A, 1.0) and np.allclose(B, 0.0))
     with tqdm(total=1.0, desc="apf-vds newton (α-continuation)", disable=None, leave=False,
               bar_format="{l_bar}{bar}| t={n:.3f} [{elapsed}]") as bar:
         res, path = continuation(make if not target_is_start else (lambda t: make(1.0)), x0,
                                  g0.multipliers(x0) if not target_is_start else make(1.0).multipliers(x0),
-                                 rescale, tol=tol, expired=session.expired, progress=bar, max_iter=cap)
+                                 rescale, tol=tol, expired=session.expired, progress=bar, max_iter=cap,
+                                 first_step=first)
     info = {"iterations": int(sum(h["iterations"] for h in path)), "continuation": path,
             "residual": res.residual, "seconds": time.perf_counter() - start}
     details["newton"] = info
