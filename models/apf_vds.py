@@ -26,7 +26,17 @@ server ("servers with heterogeneous objectives", §3.4).
 
 ``-p algorithm=...``:
 
-``ncp`` (default)
+``newton`` (default)
+    A semismooth Newton method on the NCP (:mod:`~fairalloc.models._apf_newton`): the Fischer–Burmeister
+    form ((35)) of every pair on scaled sides; ``f_{n,i}`` (31) depends on ``x`` only through ``X_n``, so
+    the pair unknowns are eliminated and each step solves a sparse system in ``(Δλ, ΔX)`` (#rows + #users)
+    by LU, Levenberg–Marquardt-regularised where the split is not unique; a non-monotone Armijo search on
+    ``‖Φ‖``; α-continuation from weighted proportional fairness (α = 1, A = 1, B = 0, from the
+    sharing-incentive point (41)) to the target ``(α_i, A_i, B_i)``. Certified by the dimensionless residual
+    ``details["ncp_residual_scaled"]`` (:func:`~fairalloc.models._apf_newton.scaled_residual`) ``≤ tol``
+    (default 1e-9); otherwise ``ncp`` runs instead (``details["newton"]["fallback"]``). Task limits,
+    budgets, ``inf`` entries of ``alpha`` and ``customize`` hooks keep their routes (best-response, ncp).
+``ncp``
     :func:`build` is the NCP as a Pyomo model — ``x[n,i] ⊥ f[n,i]`` and ``λ[i,r] ⊥ slack[i,r]`` as
     ``pyomo.mpec`` ``Complementarity`` components over χ (:mod:`~fairalloc.models.feasible`), with
     ``u[n] = X[n] ≥ ε`` so ``g'`` is never evaluated at 0 — the model to print and edit. It is solved by
@@ -48,7 +58,7 @@ such instances to it; the certificate is then the NCP residual in box form (:fun
 gains. A ``customize`` hook edits the NCP model (bounded pairs re-posed as ``0 ≤ x ≤ u ⊥ f``, certificate
 :func:`edited_ncp_residual`) or every server's NLP.
 
-Every algorithm's end point is then *polished*: Newton's method on the equations of its active set
+Every other algorithm's end point is then *polished*: Newton's method on the equations of its active set
 (:func:`~fairalloc.models._apf_ncp.polish`; ``polish=false`` turns it off), kept only if it lowers the NCP
 residual. The result carries the NCP residual ``max |min(z, F(z))|``, Ψ, the multipliers and every
 server's best-response gain (:func:`nash_conditions`), plus the algorithm's trajectory.
@@ -58,6 +68,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -68,6 +79,7 @@ from fairalloc.errors import ParameterError
 from fairalloc.instance import Instance
 from fairalloc.models._apf_ncp import ApfGame, distributed_heuristic, ps_mfa
 from fairalloc.models._apf_ncp import polish as newton_polish
+from fairalloc.models._apf_newton import continuation, scaled_residual
 from fairalloc.models._mpec import ScholtesRelaxation
 from fairalloc.models._perserver import (
     column_bounds,
@@ -478,11 +490,12 @@ PARAMS = [
     Param("alpha", as_floats, 1.0, "α of g'(z) = (A/z)^α + B/z: one value, inf (PS-DSF), or one per server"),
     Param("A", as_floats, 1.0, "A_i of (22): one value or one per server"),
     Param("B", as_floats, 0.0, "B_i of (22): one value or one per server"),
-    Param("algorithm", choice("ncp", "best-response", "ps-mfa", "distributed"), "ncp",
-          "ncp (Pyomo MPEC by Ipopt), best-response (Gauss–Seidel), ps-mfa ([APF] Alg. I) or "
+    Param("algorithm", choice("newton", "ncp", "best-response", "ps-mfa", "distributed"), "newton",
+          "newton (semismooth Newton with α-continuation; falls back to ncp if not certified), ncp "
+          "(Pyomo MPEC by Ipopt), best-response (Gauss–Seidel), ps-mfa ([APF] Alg. I) or "
           "distributed ([APF] (55)-(57))"),
-    Param("tol", as_float, 0.0, "stopping tolerance (0: the algorithm's default — best-response: "
-          "relative change 1e-9; ps-mfa: merit 1e-16; distributed: Ψ 1e-12)",
+    Param("tol", as_float, 0.0, "stopping tolerance (0: the algorithm's default — newton: scaled NCP "
+          "residual 1e-10; best-response: relative change 1e-9; ps-mfa: merit 1e-16; distributed: Ψ 1e-12)",
           lambda v: None if v >= 0 else "must be >= 0"),
     Param("max_iter", as_int, 0, "iteration cap (0: the algorithm's default)",
           lambda v: None if v >= 0 else "must be >= 0"),
@@ -494,17 +507,18 @@ PARAMS = [
     Param("gains", as_bool, True, "solve every server's best response at the result to report its gain"),
 ]
 
-LIMITS_HINT = "only algorithm=best-response (or ncp, which then uses it) supports task limits"
-BUDGET_HINT = "only algorithm=best-response (or ncp, which then uses it) supports budgets"
-DEFAULT_ITER = {"best-response": 500, "ps-mfa": 5_000, "distributed": 100_000}
-DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12}
+LIMITS_HINT = "only algorithm=best-response (or newton/ncp, which then use it) supports task limits"
+BUDGET_HINT = "only algorithm=best-response (or newton/ncp, which then use it) supports budgets"
+DEFAULT_ITER = {"best-response": 500, "ps-mfa": 5_000, "distributed": 100_000, "newton": 150}
+DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12, "newton": 1e-9}
+ROUTES_WITH_LIMITS = ("newton", "ncp", "best-response")
 
 
 @mechanism("apf-vds", problem="nlp", build=build, needs_demands=False, params=PARAMS,
            reference="[APF] §3–5, (12)–(15), (22), (28)–(31), Alg. I, (55)–(57)",
-           summary="αPF-VDS: Nash equilibrium of per-server α-fair utilities of VDS (NCP by Ipopt)")
+           summary="αPF-VDS: Nash equilibrium of per-server α-fair utilities of VDS (NCP, semismooth Newton)")
 def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: Any = 0.0,
-          algorithm: str = "ncp", tol: float = 0.0, max_iter: int = 0, epsilon: float = 0.1,
+          algorithm: str = "newton", tol: float = 0.0, max_iter: int = 0, epsilon: float = 0.1,
           kappa: float = 1.0, polish: bool = True, gains: bool = True) -> Solution:
     """Solved in normalised units (:func:`~fairalloc.models._perserver.normalized`: each resource in its
     largest capacity, each user's task in its best ``γ``), the same game with every number near 1; the
@@ -512,7 +526,7 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
     args = (alpha, A, B, algorithm, tol, max_iter, epsilon, kappa, polish, gains)
     if session.customize is not None:
         return _solve(inst, session, *args)
-    require_per_server(inst, "apf-vds", allow_limits=algorithm in ("ncp", "best-response"),
+    require_per_server(inst, "apf-vds", allow_limits=algorithm in ROUTES_WITH_LIMITS,
                        limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT)
     norm, k, rho = normalized(inst)
     sol = _solve(norm, session, *args)
@@ -529,17 +543,21 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
 def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorithm: str, tol: float,
            max_iter: int, epsilon: float, kappa: float, polish: bool, gains: bool) -> Solution:
     coupled = inst.has_task_limits or inst.has_budgets
-    require_per_server(inst, "apf-vds", allow_limits=algorithm in ("ncp", "best-response"),
+    require_per_server(inst, "apf-vds", allow_limits=algorithm in ROUTES_WITH_LIMITS,
                        limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT)
     a, A_, B_ = utility_parameters(inst, alpha, A, B)
     details: dict[str, Any] = {"algorithm": algorithm, "alpha": a.tolist(), "A": A_.tolist(),
                                "B": B_.tolist()}
-    if coupled and algorithm == "ncp":  # the NCP (28)-(31) has no rows coupling the servers
+    if algorithm == "newton" and session.customize is not None:
+        # the arrays of the Newton method do not see an edited model: the Pyomo NCP does
+        algorithm = details["algorithm"] = "ncp"
+        details["note"] = "a customize hook edits the Pyomo NCP: solved by algorithm=ncp"
+    if coupled and algorithm in ("ncp", "newton"):  # the NCP (28)-(31) has no rows coupling the servers
         algorithm = details["algorithm"] = "best-response"
         details["note"] = ("task limits / budgets couple the servers: solved by best responses, each "
                            "server bounded by what the others leave")
     if not np.isfinite(a).all():
-        if algorithm == "ncp":  # PS-DSF servers have no NCP; their best response is an LP
+        if algorithm in ("ncp", "newton"):  # PS-DSF servers have no NCP; their best response is an LP
             algorithm = details["algorithm"] = "best-response"
             details["note"] = "alpha has inf entries: solved by best responses (PS-DSF leximin there)"
         elif algorithm != "best-response":
@@ -569,11 +587,19 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
     tight, bounds = None, None
     # an edited model, task limits or budgets: the arrays of ApfGame (the Newton polish) do not know them
     exotic = session.customize is not None or inst.has_task_limits or inst.has_budgets
+    if algorithm == "newton":
+        run = _solve_newton(inst, session, a, A_, B_, scale, tol, cap, details)
+        if run is None:  # not certified: the Pyomo NCP, with the reason in details
+            algorithm = details["algorithm"] = "ncp"
+        else:
+            x, lam, status, message = run
     if algorithm == "ncp":
         run = _solve_ncp(inst, session, game, a, As, Bs, polish, details)
         if isinstance(run, Solution):
             return run
         x, lam, status, message = run
+    if algorithm in ("newton", "ncp"):
+        pass
     elif algorithm == "best-response":
         x, status, info, responders = best_response(inst, session, a, As, Bs, tol, cap)
         message = info.pop("message", "")
@@ -603,8 +629,10 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
         lam = game.multipliers(x)
     if algorithm == "ncp" and session.customize is not None:
         bounds = details.pop("_bounds")
-    if polish and np.isfinite(a).all() and "polish" not in details and not exotic:
+    if polish and np.isfinite(a).all() and "polish" not in details and not exotic and algorithm != "newton":
         x, lam, details["polish"] = newton_polish(game, x, lam, tight=tight)
+    if np.isfinite(a).all() and not exotic:  # dimensionless (docs/mechanisms/apf-vds.md)
+        details["ncp_residual_scaled"] = scaled_residual(game, x, lam)
     lam = [li / scale[r.server] for li, r in zip(lam, game.rows)]  # back to the user's g
     # an NCP-specific hook (one that edits lam, f, ...) cannot run on the per-server models of the gains
     gains = gains and not (algorithm == "ncp" and session.customize is not None)
@@ -618,7 +646,9 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
                                          "multipliers")})
     details["deviation_from_psdsf"] = dict(zip(inst.users, deviation_from_psdsf(inst, x).tolist()))
     exact = _is_equilibrium(x, nash)
-    if algorithm == "ncp":
+    if algorithm == "newton":
+        pass  # certified by the scaled residual (_solve_newton)
+    elif algorithm == "ncp":
         if not exact and status is Status.OPTIMAL:
             status = Status.CONVERGED if nash["ncp_residual"] <= 1e-5 * max(1.0, x.max()) else Status.ERROR
             message = f"NCP residual {nash['ncp_residual']:.2e} at the end of the relaxation loop"
@@ -683,6 +713,59 @@ def edited_ncp_residual(m: pyo.ConcreteModel) -> float:
         hi = math.inf if c.upper is None else float(pyo.value(c.upper))
         res = max(res, (lo - body) / max(1.0, abs(lo)), (body - hi) / max(1.0, abs(hi)))
     return res
+
+
+def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray, B: np.ndarray,
+                  scale: np.ndarray, tol: float, cap: int, details: dict[str, Any]
+                  ) -> tuple[np.ndarray, list[np.ndarray], Status, str] | None:
+    """The NCP by the semismooth Newton method of :mod:`~fairalloc.models._apf_newton`: weighted
+    proportional fairness (``α = 1``, ``A = 1``, ``B = 0``) from the sharing-incentive point ((41)),
+    then continuation to the target — ``α_i(t) = α_i^t``, ``A_i(t) = 1 + t(A_i − 1)``,
+    ``B_i(t) = t B_i``, the first step changing no ``α_i`` by more than a factor 4 — each game in its
+    own utility scale (:func:`utility_scale`). Returns ``(x, λ, status, message)`` with
+    ``λ`` in the target game's scale, or ``None`` (reason in ``details["newton"]``) when it is not
+    certified and the session still has time (the caller then runs ``ncp``)."""
+    from tqdm.auto import tqdm
+
+    games: dict[float, tuple[ApfGame, np.ndarray]] = {}
+
+    def params(t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return a**t, 1.0 + t * (A - 1.0), t * B
+
+    def make(t: float) -> ApfGame:
+        if t not in games:
+            at, At, Bt = params(t)
+            c = scale if t == 1.0 else utility_scale(inst, at, At, Bt)
+            games[t] = (_game(inst, at, *_scaled(at, At, Bt, c)), c)
+        return games[t][0]
+
+    def rescale(t0: float, t1: float, lam: list[np.ndarray]) -> list[np.ndarray]:
+        c0, c1 = games[t0][1], (make(t1), games[t1][1])[1]
+        return [li * c1[r.server] / c0[r.server] for li, r in zip(lam, games[t1][0].rows)]
+
+    start = time.perf_counter()
+    x0 = uniform_split(inst)
+    g0 = make(0.0)
+    # the first step moves α by a factor of at most 4 (each later one doubles or halves)
+    spread = float(np.abs(np.log(a)).max(initial=0.0))
+    first = 1.0 if spread <= np.log(4.0) else float(np.log(4.0) / spread)
+    target_is_start = bool(np.allclose(a, 1.0) and np.allclose(A, 1.0) and np.allclose(B, 0.0))
+    with tqdm(total=1.0, desc="apf-vds newton (α-continuation)", disable=None, leave=False,
+              bar_format="{l_bar}{bar}| t={n:.3f} [{elapsed}]") as bar:
+        res, path = continuation(make if not target_is_start else (lambda t: make(1.0)), x0,
+                                 g0.multipliers(x0) if not target_is_start else make(1.0).multipliers(x0),
+                                 rescale, tol=tol, expired=session.expired, progress=bar, max_iter=cap,
+                                 first_step=first)
+    info = {"iterations": int(sum(h["iterations"] for h in path)), "continuation": path,
+            "residual": res.residual, "seconds": time.perf_counter() - start}
+    details["newton"] = info
+    details["iterations"] = info["iterations"]
+    if res.ok:
+        return res.x, res.lam, Status.OPTIMAL, ""
+    info["fallback"] = f"newton not certified ({res.message}); solved by algorithm=ncp"
+    if session.expired():
+        return res.x, res.lam, Status.TIME_LIMIT, f"newton: {res.message}"
+    return None
 
 
 def _solve_ncp(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A: np.ndarray,

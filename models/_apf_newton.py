@@ -1,0 +1,331 @@
+r"""A semismooth Newton method (primal–dual active set) for the αPF-VDS NCP (28)–(31) of [APF].
+
+The NCP: ``0 ≤ λ_{i,r} ⊥ c_{i,r} − Σ_n x_{n,i} d_{n,r} ≥ 0`` and ``0 ≤ x_{n,i} ⊥ f_{n,i} ≥ 0`` with
+``f_{n,i} = Σ_r λ_{i,r} d_{n,r} − g_i'(s̃_{n,i})/γ_{n,i}`` ((31)) and ``g_i'(z) = (A_i/z)^{α_i} + B_i/z``
+((22)). It is written as ``Φ(z) = 0`` with the min function on scaled pairs,
+
+.. math::
+
+    Φ_{n,i} = \min\big(x_{n,i}/σ^x_{n},\ f_{n,i}/σ^f_{n,i}\big), \qquad
+    Φ_{i,r} = \min\big(λ_{i,r}/σ^λ_{i,r},\ (c_{i,r} − Σ_n x_{n,i}d_{n,r})/c_{i,r}\big),
+
+with scales fixed at the start point (``σ^x_n = X_n``, ``σ^f`` the marginal ``g'/γ``, ``σ^λ`` the largest
+``g'/(γ d)`` a user of the row could need) — the same solutions, every number of order one.
+
+**Newton step.** The branch of each min is the active set: a pair with ``x/σ^x > f/σ^f`` is *in the
+support* (its equation is ``f_{n,i} = 0``), the others have ``x_{n,i} = 0``; a row with ``λ/σ^λ > slack/c``
+is *saturated* (``slack = 0``), the others have ``λ = 0``. ``f_{n,i}`` depends on ``x`` only through the
+user's total ``X_n``, so with ``X`` as an explicit unknown the linearised pair equation is
+``f_{n,i} + Σ_r d_{n,r}Δλ_{i,r} + h_{n,i}ΔX_n = δ_{n,i}Δx_{n,i}`` (``h = −g''/(φγ²) > 0`` ((97))) with a
+Levenberg–Marquardt-type regularisation ``δ_{n,i} = δ̂ σ^f/σ^x``, ``δ̂ = min(10⁻², ‖Φ‖)`` (and ``δ̂ c/σ^λ``
+on the saturated rows). Solving it for ``Δx_{n,i}`` eliminates every pair: what remains is a sparse
+system in ``(Δλ, ΔX)`` of size ``#rows + #users`` (a Schur complement; its pattern is the bipartite
+support graph), solved by sparse LU. The regularisation vanishes as ``Φ → 0``, so the method keeps
+Newton's fast local convergence, and it makes the step unique where the split is not (a user served on
+a cycle of the support graph, [APF]'s non-unique ``x`` with unique ``X``): among the splits, the one the
+regularised step leads to — the end point is then certified by the residual, not by uniqueness.
+
+**Globalisation.** A backtracking line search on ``‖Φ‖₂`` (Armijo, halving), with ``X_n`` kept above
+a fraction of its current value (``g'`` is infinite at ``X_n = 0``). A path from ``α = 1`` (weighted
+proportional fairness, a convex problem) to the target ``(α_i, A_i, B_i)`` by continuation
+(:func:`continuation`): the parameters move geometrically in ``α`` and linearly in ``A, B``; a step that
+Newton cannot finish is halved and retried, a quick one doubles the next.
+
+**Certificate.** :func:`scaled_residual`: ``max |min(x_{n,i}/X_n, f_{n,i}/(g_i'/γ_{n,i}))|`` over pairs and
+``max |min(λ_{i,r}/Λ_{i,r}, slack_{i,r}/c_{i,r})|`` over rows, ``Λ_{i,r}`` the largest
+``(g_i'(s̃_{n,i})/γ_{n,i})/d_{n,r}`` over the row's users at the point — dimensionless, unchanged when the
+units of tasks, resources or utility change.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import splu
+
+from fairalloc.models._apf_ncp import ApfGame
+
+MU_FLOOR = 1e-7
+NONMONOTONE = 5
+STALL = 40  # iterations without halving the merit norm: give up (the continuation halves its step)
+FINE = 1e-13  # Newton's own target below the certificate's tolerance
+__all__ = ["NewtonResult", "continuation", "newton", "scaled_residual"]
+
+
+class _Arrays:
+    """The game flattened: runnable pairs ``p = (n_p, i_p)``, rows ``k = (i_k, r_k)``, the sparse
+    pair–row coefficients ``D[p, k] = d_{n_p, r_k}`` (``i_p = i_k``) and pair–user incidence ``E``."""
+
+    def __init__(self, game: ApfGame) -> None:
+        self.game = game
+        inst = game.inst
+        self.N = inst.n_users
+        pn, pi = np.nonzero(game.P)
+        self.pn, self.pi = pn, pi
+        self.np_ = len(pn)
+        pid = -np.ones(game.P.shape, int)
+        pid[pn, pi] = np.arange(self.np_)
+        ri, rc, rv, caps, rserver = [], [], [], [], []
+        self.row_slices = []
+        k = 0
+        for row in game.rows:
+            start = k
+            for r in range(len(row.capacity)):
+                users = row.users[row.demand[row.users, r] > 0]
+                ri.extend(pid[users, row.server].tolist())
+                rc.extend([k] * len(users))
+                rv.extend(row.demand[users, r].tolist())
+                caps.append(row.capacity[r])
+                rserver.append(row.server)
+                k += 1
+            self.row_slices.append(slice(start, k))
+        self.nr = k
+        self.cap = np.asarray(caps, float)
+        self.D = sp.csr_matrix((rv, (ri, rc)), shape=(self.np_, self.nr))
+        self.DT = self.D.T.tocsr()
+        self.E = sp.csr_matrix((np.ones(self.np_), (pn, np.arange(self.np_))), shape=(self.N, self.np_))
+        self.gam = inst.gamma[pn, pi]
+        self.phig = game.phig[pn, pi]
+        self.alpha = game.alpha[pi]
+        self.A = game.A[pi]
+        self.B = game.B[pi]
+
+    # -------------------------------------------------------------- conversions
+    def pack(self, x: np.ndarray, lam: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        xp = np.asarray(x, float)[self.pn, self.pi]
+        lv = np.concatenate([np.asarray(li, float) for li in lam]) if lam else np.zeros(0)
+        return xp, lv
+
+    def unpack(self, xp: np.ndarray, lv: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        x = np.zeros(self.game.P.shape)
+        x[self.pn, self.pi] = xp
+        return x, [lv[s].copy() for s in self.row_slices]
+
+    # -------------------------------------------------------------- the map
+    def totals(self, xp: np.ndarray) -> np.ndarray:
+        return np.bincount(self.pn, weights=xp, minlength=self.N)
+
+    def marginal(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``m_p = g'(s̃)/γ`` and ``h_p = ∂m_p/∂X`` with the sign of ``∂f/∂X`` (``−g''/(φγ²) > 0``)."""
+        z = X[self.pn] / self.phig
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            pw = np.where(self.A > 0, np.exp(self.alpha * (np.log(self.A) - np.log(z))), 0.0)
+            gp = pw + self.B / z
+            h = (self.alpha * pw + self.B / z) / z / (self.phig * self.gam)
+        return gp / self.gam, h
+
+    def f(self, xp: np.ndarray, lv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        X = self.totals(xp)
+        m, h = self.marginal(X)
+        return self.D @ lv - m, self.cap - self.DT @ xp, m, h
+
+    def lam_scale(self, m: np.ndarray) -> np.ndarray:
+        """``Λ_k = max_{p in row k} m_p / d_{p,k}``."""
+        C = self.D.tocoo()
+        out = np.zeros(self.nr)
+        if C.nnz:
+            np.maximum.at(out, C.col, m[C.row] / C.data)
+        return np.where(out > 0, out, 1.0)
+
+
+def scaled_residual(game: ApfGame, x: np.ndarray, lam: list[np.ndarray]) -> float:
+    """The dimensionless NCP residual (module docstring): pairs ``|min(x/X_n, f/(g'/γ))|``, rows
+    ``|min(λ/Λ, slack/c)|``."""
+    a = _Arrays(game)
+    xp, lv = a.pack(x, lam)
+    X = a.totals(xp)
+    if (X <= 0).any():
+        return float("inf")
+    f, sl, m, _ = a.f(xp, lv)
+    res = np.abs(np.minimum(xp / X[a.pn], f / m)).max(initial=0.0)
+    if a.nr:
+        res = max(res, np.abs(np.minimum(lv / a.lam_scale(m), sl / a.cap)).max())
+    return float(res)
+
+
+@dataclass
+class NewtonResult:
+    x: np.ndarray
+    lam: list[np.ndarray]
+    ok: bool
+    iterations: int
+    residual: float
+    message: str = ""
+
+
+def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-10, max_iter: int = 100,
+           expired: Callable[[], bool] | None = None) -> NewtonResult:
+    """Regularised semismooth Newton on ``Φ = 0`` (module docstring) from ``(x, λ)``; ``ok`` when
+    :func:`scaled_residual` ``≤ tol``."""
+    a = _Arrays(game)
+    xp, lv = a.pack(x, lam)
+    X0 = a.totals(xp)
+    if (X0 <= 0).any():
+        xp = xp + 1e-3 * (X0[a.pn] <= 0)  # every user must hold something: g' is infinite at 0
+        X0 = a.totals(xp)
+    f, sl, m, h = a.f(xp, lv)
+    sx = X0[a.pn]
+    sf = m.copy()
+    sl_ = a.lam_scale(m)
+    sc = np.where(a.cap > 0, a.cap, 1.0)
+
+    def phi(xp: np.ndarray, lv: np.ndarray) -> tuple[np.ndarray, tuple]:
+        f, sl, m, h = a.f(xp, lv)
+        u, v = xp / sx, f / sf
+        p, q = lv / sl_, sl / sc
+        return np.concatenate([np.hypot(u, v) - u - v, np.hypot(p, q) - p - q]), (f, sl, m, h)
+
+    def certify(xp: np.ndarray, lv: np.ndarray, m: np.ndarray, f: np.ndarray, sl: np.ndarray) -> float:
+        X = a.totals(xp)
+        res = np.abs(np.minimum(xp / X[a.pn], f / m)).max(initial=0.0)
+        if a.nr:
+            res = max(res, np.abs(np.minimum(lv / a.lam_scale(m), sl / sc)).max())
+        return float(res)
+
+    F, (f, sl, m, h) = phi(xp, lv)
+    norm = float(np.linalg.norm(F))
+    N, nr, npr = a.N, a.nr, a.np_
+    it = 0
+    res = certify(xp, lv, m, f, sl)
+    message = ""
+    recent = [norm]  # a non-monotone line search (Grippo–Lampariello–Lucidi): the last NONMONOTONE norms
+    best = (res, xp, lv)
+    trace = [norm]
+    extra = 0  # once certified, a few more steps towards FINE (round-off may stop them: no matter)
+    while True:
+        if res <= FINE or (res <= tol and extra >= 5):
+            break
+        if res <= tol:
+            extra += 1
+        if it >= max_iter:
+            message = f"Newton: {max_iter} iterations, residual {res:.1e}"
+            break
+        if expired is not None and expired():
+            message = "time limit"
+            break
+        it += 1
+        mu = min(1e-3, max(norm / np.sqrt(len(F)), MU_FLOOR))
+        u, v = xp / sx, f / sf
+        r = np.hypot(u, v)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ap = np.where(r > 0, 1 - u / r, 1.0) + mu  # −∂φ/∂u, regularised
+            bp = np.where(r > 0, 1 - v / r, 1.0)
+        pl, ql = lv / sl_, sl / sc
+        rl = np.hypot(pl, ql)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            al = np.where(rl > 0, 1 - pl / rl, 1.0) + mu
+            bl = np.where(rl > 0, 1 - ql / rl, 1.0)
+        phx, phl = F[:npr], F[npr:]
+        # pairs: ap Δx/sx + bp Δf/sf = φ,  Δf = D Δλ + h ΔX  ⇒  Δx = w φ − Q (D Δλ + h ΔX)
+        w = sx / ap
+        qv = w * bp / sf
+        Q = sp.diags(qv)
+        H = sp.csr_matrix((h, (np.arange(npr), a.pn)), shape=(npr, N))
+        QD, QH = Q @ a.D, Q @ H
+        wphi = w * phx
+        # rows: al Δλ/sλ − bl (Dᵀ Δx)/c = φ
+        Bl = sp.diags(bl / sc)
+        Kll = sp.diags(al / sl_) + Bl @ (a.DT @ QD)
+        KlX = Bl @ (a.DT @ QH)
+        rhs_l = phl + (bl / sc) * (a.DT @ wphi)
+        # users: ΔX = Σ Δx
+        KXl = a.E @ QD
+        KXX = sp.identity(N) + a.E @ QH
+        rhs_X = a.E @ wphi
+        K = sp.bmat([[Kll, KlX], [KXl, KXX]], format="csc")
+        rhs = np.concatenate([rhs_l, rhs_X])
+        try:
+            sol = splu(K).solve(rhs)
+        except RuntimeError:  # exactly singular
+            message = "Newton: singular system"
+            break
+        if not np.isfinite(sol).all():
+            message = "Newton: singular system"
+            break
+        dl, dX = sol[:nr], sol[nr:]
+        dx = wphi - qv * (a.D @ dl + h * dX[a.pn])
+        X = a.totals(xp)
+        t = 1.0
+        while t > 1e-10:
+            xn, ln = xp + t * dx, lv + t * dl
+            Xn = a.totals(xn)
+            if (Xn >= 0.05 * X).all():
+                Fn, parts = phi(xn, ln)
+                nn = float(np.linalg.norm(Fn))
+                if np.isfinite(nn) and nn <= (1 - 1e-4 * t) * max(recent):
+                    break
+            t *= 0.5
+        else:
+            message = f"Newton: line search failed at residual {res:.1e}"
+            break  # (after the certificate: round-off, the point is kept)
+        xp, lv, F, norm = xn, ln, Fn, nn
+        trace.append(norm)
+        if len(trace) > STALL and min(trace[-STALL:]) > 0.5 * min(trace[:-STALL]):
+            message = f"Newton: stalled ({STALL} iterations without halving ‖Φ‖), residual {res:.1e}"
+            break
+        recent = [*recent, norm][-NONMONOTONE:]
+        f, sl, m, h = parts
+        res = certify(xp, lv, m, f, sl)
+        if res < best[0]:
+            best = (res, xp, lv)
+        if best[0] <= tol:
+            recent = [norm]  # certified: monotone from here
+    # the best point seen; the solution is in the x ≥ 0, λ ≥ 0 orthant, round-off may leave −1e-17
+    _, xp, lv = best
+    xp, lv = np.maximum(xp, 0.0), np.maximum(lv, 0.0)
+    if (a.totals(xp) > 0).all():
+        f, sl, m, _ = a.f(xp, lv)
+        res = certify(xp, lv, m, f, sl)
+    else:
+        res = float("inf")
+    x, lam = a.unpack(xp, lv)
+    ok = res <= tol
+    return NewtonResult(x, lam, ok, it, res, "" if ok else (message or "not converged"))
+
+
+def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: list[np.ndarray],
+                 rescale: Callable[[float, float, list[np.ndarray]], list[np.ndarray]],
+                 tol: float = 1e-10, expired: Callable[[], bool] | None = None, progress: Any = None,
+                 max_steps: int = 200, max_iter: int = 60, first_step: float = 1.0
+                 ) -> tuple[NewtonResult, list[dict[str, Any]]]:
+    """Newton along the path ``t ∈ [0, 1]`` of games ``make_game(t)`` from ``(x0, λ0)`` (a solution, or a
+    start, at ``t = 0``). ``rescale(t_old, t_new, λ)`` maps multipliers between the games' utility
+    scales. Returns the last result (at ``t = 1`` if ``ok``) and the path taken."""
+    history: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    res = newton(make_game(0.0), x0, lam0, tol, max_iter=4 * max_iter, expired=expired)
+    history.append({"t": 0.0, "iterations": res.iterations, "residual": res.residual, "ok": res.ok})
+    if not res.ok:
+        return res, history
+    t, step = 0.0, first_step
+    while t < 1.0 and len(history) < max_steps:
+        if expired is not None and expired():
+            res.ok, res.message = False, "time limit"
+            break
+        tn = min(1.0, t + step)
+        trial = newton(make_game(tn), res.x, rescale(t, tn, res.lam), tol, max_iter=max_iter,
+                       expired=expired)
+        history.append({"t": tn, "iterations": trial.iterations, "residual": trial.residual,
+                        "ok": trial.ok})
+        if trial.ok:
+            if progress is not None:
+                progress.update(tn - t)
+            t, res = tn, trial
+            if trial.iterations <= 30:
+                step = min(1.0, 2 * step)
+        else:
+            step = (tn - t) / 2
+            if step < 1e-4:
+                res = NewtonResult(res.x, res.lam, False, trial.iterations, trial.residual,
+                                   f"continuation stalled at t = {t:.4f} ({trial.message})")
+                break
+    if t < 1.0 and res.ok:
+        res = NewtonResult(res.x, res.lam, False, res.iterations, res.residual,
+                           f"continuation ended at t = {t:.4f} of 1")
+    history[-1]["seconds"] = time.perf_counter() - t0
+    return res, history

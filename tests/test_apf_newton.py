@@ -1,0 +1,140 @@
+"""αPF-VDS by the semismooth Newton method (``algorithm=newton``, the default): it agrees with the Pyomo
+MPEC route (``ncp``), gives weighted MNW at α = 1 ([APF] Thm 2), approaches PS-DSF as α grows, handles
+per-server α_i and the (22) class, the time-shared form, and its certificate is recomputed independently
+(:func:`nash_conditions`, :func:`scaled_residual`) from the returned allocation and multipliers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fairalloc import solve
+from fairalloc.generate import FAMILIES, random_instance
+from fairalloc.models import _apf_newton
+from fairalloc.models._apf_newton import scaled_residual
+from fairalloc.models._perserver import deviation_from_psdsf, normalized
+from fairalloc.models.apf_vds import _game, _scaled, nash_conditions, utility_parameters, utility_scale
+from fairalloc.verify import feasibility
+
+GAME_FAMILIES = ["plain", "placement", "weights", "time-shared"]  # the others couple servers
+
+
+def _inst(seed, fam, N=6, K=3, R=3):
+    return random_instance(seed, N, K, R, missing=0.0, **FAMILIES[fam])
+
+
+def _lam(inst, r):
+    """The returned multipliers as lists per server row (instance units)."""
+    a, A, B = utility_parameters(inst, r.details["alpha"], r.details["A"], r.details["B"])
+    game = _game(inst, a, A, B)
+    mult = r.details["multipliers"]
+    return game, [np.array([mult[f"{inst.servers[row.server]},{name}"] for name in row.names])
+                  for row in game.rows]
+
+
+@pytest.mark.parametrize("fam", GAME_FAMILIES)
+def test_newton_agrees_with_the_ncp_route(fam):
+    for seed in range(3):
+        inst = _inst(100 + seed, fam)
+        for alpha in (0.5, 2.0, 3.0):
+            n = solve(inst, "apf-vds", alpha=alpha, gains=False)
+            assert n.details["algorithm"] == "newton" and n.status.value == "optimal", n.message
+            assert n.details["ncp_residual_scaled"] <= 1e-9
+            assert feasibility(inst, n.x)["holds"]
+            p = solve(inst, "apf-vds", alpha=alpha, algorithm="ncp", gains=False)
+            assert p.status.ok
+            # the totals X_n are what the NCP pins down (a split may be non-unique)
+            np.testing.assert_allclose(n.tasks, p.tasks, rtol=1e-6)
+
+
+@pytest.mark.parametrize("fam", GAME_FAMILIES)
+def test_alpha_one_is_mnw(fam):
+    for seed in range(4):
+        inst = _inst(200 + seed, fam, N=8, K=3)
+        n = solve(inst, "apf-vds", alpha=1, gains=False)
+        assert n.status.value == "optimal" and n.details["newton"]["residual"] <= 1e-9
+        m = solve(inst, "mnw")
+        np.testing.assert_allclose(n.tasks, m.tasks, rtol=1e-8)
+
+
+def test_residual_recomputed_independently():
+    for fam in GAME_FAMILIES:
+        inst = _inst(300, fam)
+        for alpha in (0.5, 2.0):
+            r = solve(inst, "apf-vds", alpha=alpha)
+            assert r.status.value == "optimal"
+            game, lam = _lam(inst, r)
+            assert scaled_residual(game, r.x, lam) <= 1e-8
+            nash = nash_conditions(inst, r.x, alpha=alpha, lam=lam, gains=False)
+            assert nash["ncp_residual"] <= 1e-8 * max(1.0, float(np.abs(lam[0]).max(initial=1.0)))
+            # its own multipliers and its own best responses (Ipopt per server)
+            nash = nash_conditions(inst, r.x, alpha=alpha)
+            assert nash["best_response_gain"] <= 1e-8
+
+
+def test_large_alpha_approaches_psdsf():
+    for seed in range(3):
+        inst = _inst(400 + seed, "plain", N=8, K=3)
+        dev = {}
+        for alpha in (2.0, 20.0):
+            r = solve(inst, "apf-vds", alpha=alpha, gains=False)
+            assert r.status.value == "optimal" and r.details["algorithm"] == "newton", r.message
+            dev[alpha] = float(deviation_from_psdsf(inst, r.x).mean())
+        assert dev[20.0] < dev[2.0]
+
+
+def test_per_server_alpha_and_generalised_utility():
+    inst = _inst(500, "placement", N=6, K=3)
+    kw = {"alpha": "0.5,2,3", "A": "1,0.5,2", "B": "0,0.1,0.3"}
+    n = solve(inst, "apf-vds", **kw)
+    assert n.details["algorithm"] == "newton" and n.status.value == "optimal", n.message
+    assert n.details["best_response_gain"] <= 1e-8
+    p = solve(inst, "apf-vds", algorithm="ncp", gains=False, **kw)
+    np.testing.assert_allclose(n.tasks, p.tasks, rtol=1e-6)
+    # A = 0 with B > 0 is the pure log class of (22)
+    r = solve(inst, "apf-vds", alpha=2, A="0,1,1", B="1,0,0", gains=False)
+    assert r.status.value == "optimal", r.message
+
+
+def test_time_shared_form_gives_psdsf():
+    # [APF] Thm 5: on time-shared servers every α gives PS-DSF (same totals)
+    inst = _inst(600, "time-shared", N=6, K=3)
+    ps = solve(inst, "ps-dsf")
+    for alpha in (0.5, 3.0):
+        r = solve(inst, "apf-vds", alpha=alpha, gains=False)
+        assert r.status.value == "optimal"
+        np.testing.assert_allclose(r.tasks, ps.tasks, rtol=1e-6)
+
+
+def test_scaled_residual_is_unit_free():
+    inst = _inst(700, "weights")
+    r = solve(inst, "apf-vds", alpha=2, gains=False)
+    norm, k, rho = normalized(inst)
+    a, A, B = utility_parameters(inst, 2.0)
+    game, lam = _lam(inst, r)
+    g2 = _game(norm, a, *_scaled(a, A, B, utility_scale(norm, a, A, B)))
+    c = utility_scale(norm, a, A, B)
+    lam2 = [li * rho[[list(norm.resources).index(n) for n in row.names]] * c[row.server]
+            for li, row in zip(lam, g2.rows)]
+    assert scaled_residual(g2, r.x / k[:, None], lam2) == pytest.approx(scaled_residual(game, r.x, lam),
+                                                                       abs=1e-12)
+
+
+def test_not_certified_falls_back_to_ncp(monkeypatch):
+    inst = _inst(800, "plain")
+
+    def failing(make_game, x0, lam0, rescale, **kw):
+        res = _apf_newton.NewtonResult(x0, lam0, False, 1, 1.0, "forced")
+        return res, [{"t": 0.0, "iterations": 1, "residual": 1.0, "ok": False}]
+
+    monkeypatch.setattr("fairalloc.models.apf_vds.continuation", failing)
+    r = solve(inst, "apf-vds", alpha=2, gains=False)
+    assert r.details["algorithm"] == "ncp" and "forced" in r.details["newton"]["fallback"]
+    assert r.status.ok
+
+
+def test_inf_alpha_and_task_limits_keep_their_routes():
+    inst = _inst(900, "plain", N=4, K=2)
+    assert solve(inst, "apf-vds", alpha="inf", gains=False).details["algorithm"] == "best-response"
+    lim = _inst(901, "limits", N=4, K=2)
+    assert solve(lim, "apf-vds", alpha=2, gains=False).details["algorithm"] == "best-response"
