@@ -28,13 +28,17 @@ pass them as ``keys``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from fairalloc.instance import Instance
+from fairalloc.registry import Solution
+from fairalloc.result import snap_zeros
 
-__all__ = ["describe", "expand", "pool", "pooled_instance", "pooled_utility", "server_pools"]
+__all__ = ["describe", "expand", "pool", "pooled_instance", "pooled_utility", "server_pools",
+           "solve_on_pools"]
 
 
 def server_pools(inst: Instance, keys: Any = None) -> list[list[int]]:
@@ -105,3 +109,32 @@ def pooled_instance(inst: Instance, keys: Any = None) -> tuple[Instance, list[li
 def describe(inst: Instance, groups: list[list[int]]) -> dict[str, Any]:
     """``details.pools``: the pooled server's name → its members (pools of two or more only)."""
     return {inst.servers[g[0]]: [inst.servers[i] for i in g] for g in groups if len(g) > 1}
+
+
+def solve_on_pools(inst: Instance, session: Any, solve: Callable[..., Solution],
+                   recheck: Callable[[Instance, np.ndarray, Solution], tuple[Any, str, dict[str, Any]]],
+                   keys: Any = None, pooled_params: Callable[[list[list[int]]], dict[str, Any]] | None = None,
+                   **params: Any) -> Solution | None:
+    """Solve on the pooled instance and split evenly, or ``None`` when no two servers are identical or a
+    ``customize`` hook is given (it names the instance's own pairs).
+
+    ``solve(pooled, session, **params)`` is the mechanism itself (``pooled_params(groups)`` overrides some
+    parameters for the pooled servers, e.g. ``A_p``); ``recheck(inst, x, solution)`` returns the status,
+    message and details of the even split on the *full* instance (its certificate is recomputed there).
+    The pooled run's own details are kept under ``details.pooled``."""
+    if getattr(session, "customize", None) is not None:
+        return None
+    got = pooled_instance(inst, keys)
+    if got is None:
+        return None
+    P, groups = got
+    sol = solve(P, session, **{**params, **(pooled_params(groups) if pooled_params else {})})
+    # solver noise to zero first, as fairalloc.solve does for the result (a 1e-17 entry would count as a
+    # served pair in the full instance's certificate)
+    scale = np.maximum(np.asarray(P.eta, float), np.abs(sol.allocation).max(axis=1, initial=0.0))
+    x = expand(snap_zeros(sol.allocation, sol.zero_tol, scale, np.where(P.runnable, P.gamma, np.inf)),
+               groups, inst.n_servers)
+    status, message, details = recheck(inst, x, sol)
+    details = {**details, "pools": describe(inst, groups),
+               "pooled": {"servers": len(groups), "status": sol.status.value, **sol.details}}
+    return Solution(x, status, message or sol.message, details=details, zero_tol=sol.zero_tol)

@@ -91,11 +91,12 @@ from fairalloc.models._perserver import (
     require_per_server,
     server_rows,
 )
+from fairalloc.models._pools import pooled_utility, solve_on_pools
 from fairalloc.models.feasible import allocation, feasible_set, uniform_split
 from fairalloc.models.psdsf import ServerLeximin
 from fairalloc.registry import Param, Solution, as_bool, as_float, as_floats, as_int, choice, mechanism
 from fairalloc.solvers import Session
-from fairalloc.status import Status
+from fairalloc.status import Status, worst
 
 __all__ = ["ServerBestResponse", "build", "nash_conditions", "utility_parameters"]
 
@@ -505,7 +506,32 @@ PARAMS = [
           lambda v: None if v > 0 else "must be > 0"),
     Param("polish", as_bool, True, "finish with Newton's method on the active set of the NCP"),
     Param("gains", as_bool, True, "solve every server's best response at the result to report its gain"),
+    Param("pool", as_bool, True, "solve each group of identical servers (same α, A, B) as one server and "
+          "split it evenly (exact with A_p = A·m^((1−α)/α), models/_pools.py); false: the full game"),
 ]
+
+
+def _recheck(alpha: Any, A: Any, B: Any) -> Any:
+    """The even split of a pooled solution, certified on every server of the full instance: its NCP
+    residual (box form where limits or budgets bound pairs) and, where every α_i is finite, the scaled one
+    (≤ 1e-8). Gains are those of the pooled game (``details.pooled``)."""
+
+    def recheck(inst: Instance, x: np.ndarray, pooled: Solution) -> tuple[Status, str, dict[str, Any]]:
+        a, A_, B_ = utility_parameters(inst, alpha, A, B)
+        game = _game(inst, a, A_, B_)
+        lam = game.multipliers(x)
+        details: dict[str, Any] = {"algorithm": pooled.details.get("algorithm"), "alpha": a.tolist(),
+                                   "A": A_.tolist(), "B": B_.tolist(),
+                                   "ncp_residual": game.residual(x, lam, pair_bounds(inst, x))}
+        status, message = pooled.status, pooled.message
+        if np.isfinite(a).all():
+            details["ncp_residual_scaled"] = res = scaled_residual(game, x, lam)
+            if status.ok and not res <= 1e-8:
+                status = worst(status, Status.ERROR)
+                message = f"the even split of the pooled solution has scaled NCP residual {res:.1e} > 1e-8"
+        return status, message, details
+
+    return recheck
 
 LIMITS_HINT = "only algorithm=best-response (or newton/ncp, which then use it) supports task limits"
 BUDGET_HINT = "only algorithm=best-response (or newton/ncp, which then use it) supports budgets"
@@ -519,10 +545,24 @@ ROUTES_WITH_LIMITS = ("newton", "ncp", "best-response")
            summary="αPF-VDS: Nash equilibrium of per-server α-fair utilities of VDS (NCP, semismooth Newton)")
 def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: Any = 0.0,
           algorithm: str = "newton", tol: float = 0.0, max_iter: int = 0, epsilon: float = 0.1,
-          kappa: float = 1.0, polish: bool = True, gains: bool = True) -> Solution:
-    """Solved in normalised units (:func:`~fairalloc.models._perserver.normalized`: each resource in its
-    largest capacity, each user's task in its best ``γ``), the same game with every number near 1; the
-    allocation and the multipliers are mapped back. A ``customize`` hook sees the instance's own units."""
+          kappa: float = 1.0, polish: bool = True, gains: bool = True, pool: bool = True) -> Solution:
+    """Identical servers with the same ``(α_i, A_i, B_i)`` are solved as one (``pool``,
+    :mod:`~fairalloc.models._pools`). Solved in normalised units
+    (:func:`~fairalloc.models._perserver.normalized`: each resource in its largest capacity, each user's
+    task in its best ``γ``), the same game with every number near 1; the allocation and the multipliers
+    are mapped back. A ``customize`` hook sees the instance's own units."""
+    if pool and session.customize is None:
+        a, A_, B_ = utility_parameters(inst, alpha, A, B)
+
+        def pooled_params(groups: list[list[int]]) -> dict[str, Any]:
+            pa, pA, pB = pooled_utility(groups, a, A_, B_)
+            return {"alpha": pa.tolist(), "A": pA.tolist(), "B": pB.tolist()}
+
+        pooled = solve_on_pools(inst, session, solve, _recheck(alpha, A, B), keys=np.c_[a, A_, B_],
+                                pooled_params=pooled_params, algorithm=algorithm, tol=tol, max_iter=max_iter,
+                                epsilon=epsilon, kappa=kappa, polish=polish, gains=gains, pool=False)
+        if pooled is not None:
+            return pooled
     args = (alpha, A, B, algorithm, tol, max_iter, epsilon, kappa, polish, gains)
     if session.customize is not None:
         return _solve(inst, session, *args)

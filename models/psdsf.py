@@ -105,9 +105,10 @@ from fairalloc.models._perserver import (
     server_rows,
     weighted_vds,
 )
+from fairalloc.models._pools import solve_on_pools
 from fairalloc.models.feasible import feasible_set
 from fairalloc.models.maxmin import add_maxmin, progressive_filling
-from fairalloc.registry import Param, Solution, as_float, as_int, choice, mechanism
+from fairalloc.registry import Param, Solution, as_bool, as_float, as_int, choice, mechanism
 from fairalloc.solvers import Session
 from fairalloc.status import Status, worst
 from fairalloc.verify.psdsf import psdsf_certificate
@@ -773,16 +774,37 @@ PARAMS = [
     Param("max_iter", as_int, 5000, "cap on sweeps / rounds / periods",
           lambda v: None if v > 0 else "must be > 0"),
     Param("seed", as_int, 0, "random server order of the distributed algorithm"),
+    Param("pool", as_bool, True, "solve each group of identical servers as one server and split it evenly "
+          "(exact, models/_pools.py); false: the full game"),
 ]
+
+
+def _recheck(inst: Instance, x: np.ndarray, pooled: Solution) -> tuple[Status, str, dict[str, Any]]:
+    """The even split of a pooled solution, certified on every server of the full instance."""
+    cert = psdsf_certificate(inst, x)
+    status, message = pooled.status, pooled.message
+    if status.ok and not cert["holds"]:
+        status = worst(status, Status.ERROR)
+        message = "the even split of the pooled solution fails the PS-DSF certificate (details.certificate)"
+    vds = weighted_vds(inst, x)
+    return status, message, {
+        "algorithm": pooled.details.get("algorithm"), "certificate": cert,
+        "weighted_vds": {u: {s: float(vds[n, i]) for i, s in enumerate(inst.servers) if inst.runnable[n, i]}
+                         for n, u in enumerate(inst.users)}}
 
 
 @mechanism("ps-dsf", problem="lp", build=build, needs_demands=False, params=PARAMS,
            reference="[PSDSF] §III, Def. 2, Thm 1, Alg. I",
            summary="per-server dominant-share fairness: leximin of VDS at every server (fixed point)")
 def solve(inst: Instance, session: Session, algorithm: str = "fast", tol: float = 1e-8,
-          max_iter: int = 5000, seed: int = 0) -> Solution:
+          max_iter: int = 5000, seed: int = 0, pool: bool = True) -> Solution:
     require_per_server(inst, "ps-dsf", allow_limits=algorithm in ("fast", "best-response"),
                        limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT)
+    if pool:  # identical servers: one server each group, split evenly, certified on every server
+        pooled = solve_on_pools(inst, session, solve, _recheck, algorithm=algorithm, tol=tol,
+                                max_iter=max_iter, seed=seed, pool=False)
+        if pooled is not None:
+            return pooled
     bounds = None
     route: dict[str, Any] = {}
     if algorithm == "fast" and session.customize is not None:  # numpy cannot read a hook's edits

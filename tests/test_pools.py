@@ -90,3 +90,31 @@ def test_apf_cluster_expanded_pools_back_to_the_nine_pools(make):
     np.testing.assert_allclose(P.capacity, pooled.capacity, rtol=1e-12)
     assert (P.eligible == pooled.eligible).all()
     np.testing.assert_array_equal(P.demand, pooled.demand)
+
+
+@pytest.mark.parametrize("time_shared", [False, True])
+def test_mechanisms_pool_identical_servers_themselves(time_shared):
+    """ps-dsf and apf-vds find identical servers, solve the pooled game, and certify the even split on
+    every server; `pool=false` solves the full game, with the same totals."""
+    full = _duplicated(5, time_shared)
+    for mech, params in (("ps-dsf", {}), ("apf-vds", {"alpha": 2.0, "B": 0.3}), ("apf-vds", {"alpha": 1.0})):
+        pooled = solve(full, mech, **params)
+        assert pooled.ok, (mech, params, pooled.message)
+        assert pooled.details["pools"] == {"s0": ["s0", "s1"], "s3": ["s3", "s4", "s5"]}
+        np.testing.assert_allclose(pooled.x[:, 0], pooled.x[:, 1])
+        np.testing.assert_allclose(pooled.x[:, 3], pooled.x[:, 5])
+        if mech == "ps-dsf":
+            assert pooled.details["certificate"]["holds"]
+            assert psdsf_certificate(full, pooled.x)["holds"]
+        else:
+            assert nash_conditions(full, pooled.x, alpha=params["alpha"], B=params.get("B", 0.0),
+                                   gains=False)["ncp_residual"] < 1e-8
+        direct = solve(full, mech, pool=False, **params)
+        assert "pools" not in direct.details
+        np.testing.assert_allclose(pooled.tasks, direct.tasks, rtol=1e-6)
+
+
+def test_a_hook_turns_pooling_off():
+    full = _duplicated(5, False)
+    r = solve(full, "ps-dsf", customize=lambda m, inst: None)
+    assert "pools" not in r.details
