@@ -535,7 +535,9 @@ class HighsBridge:
     def _solve_sifting(self, time_limit: float | None, options: dict[str, Any], kkt: bool) -> SolveOutcome:
         """:class:`Sifter` on the full LP; falls back to the full solve when the restricted LP fails."""
         if self._sift is None:
-            self._sift = Sifter(self)
+            self._sift = Sifter(self.h, self.user_options, self.algorithm)
+        if self.x.size == self.form.shape[1]:
+            self._sift.start = self.x / self.C
         t0 = time.perf_counter()
         res = self._sift.solve(time_limit, options)
         self.sift_stats = dict(self._sift.stats)
@@ -695,10 +697,15 @@ class Sifter:
     and the ``rows`` columns with the best cost per unit of bounded rows.
     """
 
-    PER_ROW = 4
+    PER_ROW = 8
+    CAP_PER_ROW = 4  # columns added per pricing round: at most this many per row
 
-    def __init__(self, bridge: HighsBridge) -> None:
-        self.b = bridge
+    def __init__(self, full: highspy.Highs, options: dict[str, Any] | None = None,
+                 algorithm: str = "choose") -> None:
+        self.full = full
+        self.options = dict(options or {})
+        self.algorithm = algorithm
+        self.start: np.ndarray | None = None  # a point (HiGHS's units) whose support joins the pool
         self.hr: highspy.Highs | None = None
         self.pool = np.zeros(0, np.int64)  # full column index of each restricted column
         self.in_pool = np.zeros(0, bool)
@@ -707,7 +714,7 @@ class Sifter:
 
     # -- the full LP as HiGHS holds it (HiGHS's units)
     def _read(self) -> dict[str, Any]:
-        lp = self.b.h.getLp()
+        lp = self.full.getLp()
         m, n = lp.num_row_, lp.num_col_
         a = lp.a_matrix_
         parts = (np.asarray(a.value_, float), np.asarray(a.index_), np.asarray(a.start_))
@@ -748,13 +755,15 @@ class Sifter:
         if cand.size:
             best = cand[np.argsort(-gain[cand] / np.maximum(use[cand], tiny))[:max(m, 1)]]
             pick[best] = True
+        if self.start is not None and self.start.size == n:
+            pick |= self.start != 0  # a known feasible point stays feasible in the restricted LP
         pick &= ~((lb == 0) & (ub == 0)) | need
         return np.flatnonzero(pick)
 
     def _build(self, L: dict[str, Any], cols: np.ndarray) -> None:
         A = L["A"]
         h = new_highs()
-        for k, v in self.b.user_options.items():
+        for k, v in self.options.items():
             h.setOptionValue(k, v)
         lp = highspy.HighsLp()
         sub = sp.csc_array(A[:, cols])
@@ -820,25 +829,29 @@ class Sifter:
         AT = sp.csr_array(A.T)
         sense = 1.0 if L["sense"] == highspy.ObjSense.kMinimize else -1.0
         free0 = (L["lb"] == 0) & (L["ub"] > 0)  # columns that rest at 0 outside the pool
-        tol = float(self.b._get_option("dual_feasibility_tolerance"))
-        cap = max(A.shape[0], 1000)
+        tol = self.full.getOptionValue("dual_feasibility_tolerance")
+        tol = float(tol[1] if isinstance(tol, tuple) else tol)
+        cap = max(self.CAP_PER_ROW * A.shape[0], 1000)
         iters = rounds = 0
         self.stats["solves"] += 1
         while True:
             opts = dict(options)
-            if self.solved and "solver" not in self.b.user_options and "solver" not in options:
+            if self.solved and "solver" not in self.options and "solver" not in options:
                 opts.setdefault("solver", "simplex")
                 opts.setdefault("simplex_strategy", 4)  # primal simplex: the basis stays primal feasible
-            elif "solver" not in opts and self.b.algorithm == "choose" and self.pool.size >= IPM_ABOVE:
+            elif "solver" not in opts and self.algorithm == "choose" and self.pool.size >= IPM_ABOVE:
                 opts["solver"] = "ipm"
             elif "solver" not in opts:
-                opts["solver"] = self.b.algorithm
+                opts["solver"] = self.algorithm
             rem = None if time_limit is None else time_limit - (time.perf_counter() - t0)
             opts["time_limit"] = INF if rem is None else max(rem, 0.0)
             for k, v in opts.items():
                 h.setOptionValue(k, v)
+            t1 = time.perf_counter()
             with c_output_off_stdout():
                 h.run()
+            self.stats.setdefault("lp_seconds", 0.0)
+            self.stats["lp_seconds"] += time.perf_counter() - t1
             rounds += 1
             info = h.getInfo()
             iters += sum(max(0, int(v)) for v in (info.simplex_iteration_count, info.ipm_iteration_count,
@@ -867,8 +880,9 @@ class Sifter:
         d[self.pool] = np.asarray(sol.col_dual, float)
         self.stats["rounds"] += rounds
         self.stats["pool"] = int(self.pool.size)
-        log.debug("sifting: %d restricted solves, pool %d of %d columns, %.3f s", rounds,
-                  self.pool.size, A.shape[1], time.perf_counter() - t0)
+        log.debug("sifting: %d restricted solves, pool %d of %d columns, %.3f s (%.3f s in the "
+                  "restricted LPs so far)", rounds, self.pool.size, A.shape[1], time.perf_counter() - t0,
+                  self.stats.get("lp_seconds", 0.0))
         return {"status": ms, "iterations": iters, "point": True, "x": x,
                 "row_value": np.asarray(sol.row_value, float), "row_dual": y, "col_dual": d,
                 "objective": float(info.objective_function_value), "dual_valid": bool(sol.dual_valid),
