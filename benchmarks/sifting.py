@@ -3,7 +3,8 @@ fairalloc with ``sifting=off``, tsf-er on the scaling workload (:mod:`benchmarks
 in a fresh process, the three approaches back to back per (workload, size). End to end = instance load
 → allocation (fairalloc: ``Result.timings['total']``, no verification).
 
-Usage: ``python -m benchmarks.sifting OUT N K [N K ...]`` (default 1024 128).
+Usage: ``python -m benchmarks.sifting OUT N K [N K ...]`` (default 1024 128); ``WORKLOADS=mixed`` runs
+one workload only.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def main(argv: list[str]) -> None:
     sizes = list(zip(nums[::2], nums[1::2]))
     rows = []
     for N, K in sizes:
-        for workload in ("link", "mixed"):
+        for workload in os.environ.get("WORKLOADS", "link,mixed").split(","):
             folder = _instance_folder(out, workload, N, K)
             res = {}
             for name, spec in APPROACHES:
