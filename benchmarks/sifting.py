@@ -1,10 +1,11 @@
-"""Sifting in the HiGHS bridge (issue 16): fairalloc with ``sifting=on`` vs the numpy→highspy floor vs
-fairalloc with ``sifting=off``, tsf-er on the scaling workload (:mod:`benchmarks.scaling`), each case
-in a fresh process, the three approaches back to back per (workload, size). End to end = instance load
+"""Sifting in the HiGHS bridge (issue 16): fairalloc with the default (``sifting=auto``) and with
+``sifting=on`` vs the numpy→highspy floor vs fairalloc with ``sifting=off``, tsf-er on the scaling
+workload (:mod:`benchmarks.scaling`), each case in a fresh process, the approaches back to back per
+(workload, size). End to end = instance load
 → allocation (fairalloc: ``Result.timings['total']``, no verification).
 
 Usage: ``python -m benchmarks.sifting OUT N K [N K ...]`` (default 1024 128); ``WORKLOADS=mixed`` runs
-one workload only.
+one workload only, ``APPROACHES=auto,floor`` some approaches only.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 from ._runner import run_case
 from .scaling import _instance_folder
 
-APPROACHES = [("sifting", {"approach": "fairalloc", "solver_options": {"sifting": "on"}, "verify": False}),
+APPROACHES = [("auto", {"approach": "fairalloc", "verify": False}),
+              ("sifting", {"approach": "fairalloc", "solver_options": {"sifting": "on"}, "verify": False}),
               ("floor", {"approach": "floor"}),
               ("no-sifting", {"approach": "fairalloc", "solver_options": {"sifting": "off"},
                               "verify": False})]
@@ -32,21 +34,24 @@ def main(argv: list[str]) -> None:
         for workload in os.environ.get("WORKLOADS", "link,mixed").split(","):
             folder = _instance_folder(out, workload, N, K)
             res = {}
+            only = os.environ.get("APPROACHES")
             for name, spec in APPROACHES:
+                if only and name not in only.split(","):
+                    continue
                 r = run_case({**spec, "mechanism": "tsf-er", "instance": str(folder)}, timeout=3600)
                 res[name] = r
                 print(f"{workload} {N}x{K} {name}: {r.get('end_to_end', float('nan')):.2f} s "
                       f"({r.get('status')}, load {r.get('loadavg', float('nan')):.1f})", flush=True)
-            f = res["floor"]["end_to_end"]
+            f = res["floor"]["end_to_end"] if "floor" in res else float("nan")
             row = {"workload": workload, "users": N, "servers": K,
                    **{n: r.get("end_to_end") for n, r in res.items()},
-                   "sifting/floor": res["sifting"]["end_to_end"] / f,
-                   "no-sifting/floor": res["no-sifting"]["end_to_end"] / f,
+                   **{f"{n}/floor": r.get("end_to_end", float("nan")) / f for n, r in res.items()},
                    "loadavg": [r.get("loadavg") for r in res.values()],
-                   "phases_sifting": {k: res["sifting"].get(k) for k in ("build", "translate", "solve",
-                                                                         "solution_load")},
-                   "max_dX_vs_floor": max(abs(a - b) for a, b in zip(res["sifting"].get("X", [0]),
-                                                                     f and res["floor"].get("X", [0])))}
+                   "phases": {n: {k: r.get(k) for k in ("build", "translate", "solve", "solution_load")}
+                              for n, r in res.items() if n != "floor"},
+                   "max_dX_vs_floor": {n: max(abs(a - b) for a, b in zip(r.get("X", [0]),
+                                                                         res.get("floor", {}).get("X", [0])))
+                                       for n, r in res.items()}}
             rows.append(row)
             print(json.dumps(row), flush=True)
             (out / "sifting.json").write_text(json.dumps(rows, indent=1))
