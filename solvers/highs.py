@@ -701,6 +701,7 @@ class Sifter:
 
     PER_ROW = 8
     CAP_PER_ROW = 4  # columns added per pricing round: at most this many per row
+    RESOLVE_IPM_ABOVE: int | None = None  # pool size from which re-solves use IPM (None: never)
 
     def __init__(self, full: highspy.Highs, options: dict[str, Any] | None = None,
                  algorithm: str = "choose") -> None:
@@ -838,7 +839,8 @@ class Sifter:
         self.stats["solves"] += 1
         while True:
             opts = dict(options)
-            if self.solved and "solver" not in self.options and "solver" not in options:
+            big = self.RESOLVE_IPM_ABOVE is not None and self.pool.size >= self.RESOLVE_IPM_ABOVE
+            if self.solved and not big and "solver" not in self.options and "solver" not in options:
                 opts.setdefault("solver", "simplex")
                 opts.setdefault("simplex_strategy", 4)  # primal simplex: the basis stays primal feasible
             elif "solver" not in opts and self.algorithm == "choose" and self.pool.size >= IPM_ABOVE:
