@@ -43,7 +43,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from fairalloc.solvers.compile import compile_linear
-from fairalloc.solvers.highs import _STATUS, IPM_ABOVE, _inf, new_highs
+from fairalloc.solvers.highs import (
+    _STATUS,
+    IPM_ABOVE,
+    SIFT_ABOVE,
+    Sifter,
+    _inf,
+    _sifting_mode,
+    new_highs,
+)
 from fairalloc.solvers.linear import load_values
 from fairalloc.solvers.outcome import SolveOutcome
 from fairalloc.solvers.quiet import c_output_off_stdout
@@ -62,7 +70,8 @@ FACE_REL = FACE_SLACKS[0]
 
 
 def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
-                    objective_value: float | None = None, time_limit: float | None = None) -> SolveOutcome:
+                    objective_value: float | None = None, time_limit: float | None = None,
+                    sifting: Any = "auto") -> SolveOutcome:
     """The canonical vertex of the face of ``model`` (see the module docstring).
 
     ``scale`` maps the variables that enter the tie-break (the allocation ``x[n,i]``) to
@@ -87,7 +96,8 @@ def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
             weights[j], hashed[j] = 1.0 / sh[0], sh[1]
     out = None
     for rel in FACE_SLACKS if objective_value is not None else (None,):
-        out = _solve_tiebreak(form, weights, hashed, col_lb, col_ub, objective_value, rel, time_limit, t0)
+        out = _solve_tiebreak(form, weights, hashed, col_lb, col_ub, objective_value, rel, time_limit, t0,
+                              _sifting_mode(sifting))
         if out.status is not Status.INFEASIBLE:
             break
         log.info("canonical point: face with slack %g infeasible (the LP's optimum is known to the "
@@ -98,7 +108,7 @@ def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
 
 def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: np.ndarray,
                     col_ub: np.ndarray, objective_value: float | None, rel: float | None,
-                    time_limit: float | None, t0: float) -> SolveOutcome:
+                    time_limit: float | None, t0: float, sifting: str = "auto") -> SolveOutcome:
     n_col = form.A.shape[1]
     A, row_lb, row_ub = form.A, form.row_lb, form.row_ub
     if objective_value is not None and rel is not None:
@@ -132,17 +142,28 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
     h.passModel(lp)
     build_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    with c_output_off_stdout():
-        h.run()
+    sifted = None
+    if sifting == "on" or (sifting == "auto" and n_col >= SIFT_ABOVE):
+        # the model's current point (the last LP's vertex) is on the face: its support starts the pool
+        sift = Sifter(h, algorithm="choose")
+        sift.start = np.array([v.value or 0.0 for v in form.variables], float) / col_s
+        sifted = sift.solve(time_limit, {})
+    if sifted is not None:
+        ms, iters = sifted["status"], int(sifted["iterations"])
+        objective = sifted.get("objective")
+    else:
+        with c_output_off_stdout():
+            h.run()
+        ms = h.getModelStatus()
+        info = h.getInfo()
+        iters = max(0, info.simplex_iteration_count) + max(0, info.ipm_iteration_count) + max(
+            0, info.crossover_iteration_count)
+        objective = float(info.objective_function_value)
     solve_s = time.perf_counter() - t1
-    ms = h.getModelStatus()
     status = _STATUS.get(ms, Status.ERROR)
-    info = h.getInfo()
-    iters = max(0, info.simplex_iteration_count) + max(0, info.ipm_iteration_count) + max(
-        0, info.crossover_iteration_count)
-    message = h.modelStatusToString(ms)
+    message = h.modelStatusToString(ms) + (" (sifting)" if sifted is not None else "")
     if status is Status.OPTIMAL:
-        x = np.asarray(h.getSolution().col_value) * col_s
+        x = (sifted["x"] if sifted is not None else np.asarray(h.getSolution().col_value)) * col_s
         miss = _missed_face(form, x, objective_value, rel, col_s)
         if miss is None:
             load_values(form.variables, x)
@@ -151,8 +172,8 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
     log.info("canonical point: %s in %.3f s (%d columns, %d simplex iterations)", h.modelStatusToString(ms),
              solve_s, n_col, iters)
     return SolveOutcome(status=status, solver="highs-tiebreak", iterations=iters,
-                        objective=float(info.objective_function_value) if status is Status.OPTIMAL
-                        else None, build_seconds=build_s, solve_seconds=solve_s, message=message)
+                        objective=objective if status is Status.OPTIMAL else None,
+                        build_seconds=build_s, solve_seconds=solve_s, message=message)
 
 
 def _relative_violation(form: Any, x: np.ndarray, col_s: np.ndarray) -> float:

@@ -263,7 +263,8 @@ class Session:
         if rem is not None and rem <= 0:
             return SolveOutcome(status=Status.TIME_LIMIT, solver="highs-tiebreak",
                                 message="time limit reached before the canonical tie-break")
-        out = canonical_point(model, scale, objective_value, rem)
+        out = canonical_point(model, scale, objective_value, rem,
+                              sifting=self.options.get("sifting", "auto"))
         self.stats.solves += 1
         self.stats.iterations += out.iterations
         self.stats.build_seconds += out.build_seconds
