@@ -25,6 +25,16 @@ Newton's fast local convergence, and it makes the step unique where the split is
 a cycle of the support graph, [APF]'s non-unique ``x`` with unique ``X``): among the splits, the one the
 regularised step leads to — the end point is then certified by the residual, not by uniqueness.
 
+**Task limits and budgets** (the variational equilibrium of the generalised game, docs/mechanisms/
+apf-vds.md). A user's limit ``T_n − X_n ≥ 0`` or budget ``B_n − Σ_i c_{n,i}x_{n,i} ≥ 0`` is one more row,
+treated like a capacity row: a multiplier ``μ_n ≥ 0`` shared by all servers, the pair
+``0 ≤ μ_n ⊥ slack_n ≥ 0`` (scaled by ``M_n``, the largest ``m_p/coefficient`` over the user's pairs, and
+``T_n`` resp. ``B_n``), and ``f_{n,i} + c_i μ_n·coef_{n,i}`` in the pair ``x_{n,i}`` — ``c_i`` the
+utility scale of server ``i`` (``ApfGame.scale``), so ``μ_n`` is shared in the servers' own units of
+``g_i``, not in the rescaled ones. The coefficients of ``μ`` in ``f`` (``D``) and of ``x`` in the slack
+(``Dᵀ`` in the code, built separately) then differ by ``c_i``; the elimination is unchanged — the
+system gains one unknown per coupling row. :func:`coupling_rows` gives their order (``NewtonResult.mu``).
+
 **Globalisation.** A backtracking line search on ``‖Φ‖₂`` (Armijo, halving), with ``X_n`` kept above
 a fraction of its current value (``g'`` is infinite at ``X_n = 0``). A path from ``α = 1`` (weighted
 proportional fairness, a convex problem) to the target ``(α_i, A_i, B_i)`` by continuation
@@ -33,8 +43,8 @@ Newton cannot finish is halved and retried, a quick one doubles the next.
 
 **Certificate.** :func:`scaled_residual`: ``max |min(x_{n,i}/X_n, f_{n,i}/(g_i'/γ_{n,i}))|`` over pairs and
 ``max |min(λ_{i,r}/Λ_{i,r}, slack_{i,r}/c_{i,r})|`` over rows, ``Λ_{i,r}`` the largest
-``(g_i'(s̃_{n,i})/γ_{n,i})/d_{n,r}`` over the row's users at the point — dimensionless, unchanged when the
-units of tasks, resources or utility change.
+``(g_i'(s̃_{n,i})/γ_{n,i})/d_{n,r}`` over the row's users at the point (coupling rows alike, ``f`` including
+``μ``) — dimensionless, unchanged when the units of tasks, resources or utility change.
 """
 
 from __future__ import annotations

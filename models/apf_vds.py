@@ -34,8 +34,9 @@ server ("servers with heterogeneous objectives", §3.4).
     ``‖Φ‖``; α-continuation from weighted proportional fairness (α = 1, A = 1, B = 0, from the
     sharing-incentive point (41)) to the target ``(α_i, A_i, B_i)``. Certified by the dimensionless residual
     ``details["ncp_residual_scaled"]`` (:func:`~fairalloc.models._apf_newton.scaled_residual`) ``≤ tol``
-    (default 1e-9); otherwise ``ncp`` runs instead (``details["newton"]["fallback"]``). Task limits,
-    budgets, ``inf`` entries of ``alpha`` and ``customize`` hooks keep their routes (best-response, ncp).
+    (default 1e-9); otherwise ``ncp`` runs instead (``details["newton"]["fallback"]``). Task limits and
+    budgets: the variational equilibrium (below); ``inf`` entries of ``alpha`` and ``customize`` hooks
+    keep their routes (best-response, ncp).
 ``ncp``
     :func:`build` is the NCP as a Pyomo model — ``x[n,i] ⊥ f[n,i]`` and ``λ[i,r] ⊥ slack[i,r]`` as
     ``pyomo.mpec`` ``Complementarity`` components over χ (:mod:`~fairalloc.models.feasible`), with
@@ -52,11 +53,18 @@ server ("servers with heterogeneous objectives", §3.4).
     [APF] §5.2: parallel per-server steps with penalty multipliers (57)
     (:func:`~fairalloc.models._apf_ncp.distributed_heuristic`).
 
-Task limits and budgets (our extension; a generalised game) are handled by ``best-response`` as PS-DSF
-does — a column bound per response, :func:`~fairalloc.models._perserver.coupling_room` — and ``ncp`` hands
-such instances to it; the certificate is then the NCP residual in box form (:func:`pair_bounds`) and the
-gains. A ``customize`` hook edits the NCP model (bounded pairs re-posed as ``0 ≤ x ≤ u ⊥ f``, certificate
-:func:`edited_ncp_residual`) or every server's NLP.
+Task limits and budgets (our extension) make it a generalised game (server ``i`` may give user ``n`` at
+most ``T_n − Σ_{j≠i} x_{n,j}``, :func:`~fairalloc.models._perserver.coupling_room`), whose equilibria are
+not unique. ``newton`` returns the *variational equilibrium*: the limit priced the same on every server,
+a shared ``μ_n ≥ 0`` with ``0 ≤ μ_n ⊥ T_n − X_n ≥ 0`` and ``0 ≤ x_{n,i} ⊥ f_{n,i} + μ_n ≥ 0`` (budgets:
+``ν_n c_{n,i}``), in each server's own units of ``g_i`` — one of the generalised equilibria (each
+server's KKT conditions hold with ``μ_n`` on its coupling row), the canonical one we return;
+``details["limit_multipliers"]``, ``details["budget_multipliers"]``. ``best-response`` (and ``ncp``, which
+hands such instances to it) returns the fixed point of its sweeps instead — a generalised equilibrium
+that depends on the server order, a column bound per response. Either way the certificate includes the
+NCP residual in box form (:func:`pair_bounds`) and the gains. A ``customize`` hook edits the NCP model
+(bounded pairs re-posed as ``0 ≤ x ≤ u ⊥ f``, certificate :func:`edited_ncp_residual`) or every
+server's NLP.
 
 Every other algorithm's end point is then *polished*: Newton's method on the equations of its active set
 (:func:`~fairalloc.models._apf_ncp.polish`; ``polish=false`` turns it off), kept only if it lowers the NCP
@@ -465,7 +473,7 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
     ``alpha``, ``A``, ``B`` as for the mechanism (one value, ``"inf"``, or one per server). Servers with
     ``α_i = inf`` are left out of the residual and Ψ (PS-DSF has no NCP; check its certificate).
 
-    Task limits and budgets (best responses only) bound each pair by what the other servers leave it
+    Task limits and budgets bound each pair by what the other servers leave it
     (:func:`~fairalloc.models._perserver.coupling_room`); ``bounds`` (users × servers) adds an edited
     model's column bounds. A pair at its bound then counts in the residual in box form (``f < 0`` allowed).
     """
