@@ -221,3 +221,17 @@ def test_coupling_multipliers_are_unit_free():
     assert r2.details["limit_multipliers"][u] == pytest.approx(2 * r.details["limit_multipliers"][u],
                                                                rel=1e-6)
     np.testing.assert_allclose(r2.tasks * k, r.tasks, rtol=1e-6)
+
+
+def test_coupled_not_certified_falls_back_to_best_response(monkeypatch):
+    inst = _coupled(1200, "plain", "tasks", N=4, K=2)
+
+    def failing(make_game, x0, lam0, rescale, **kw):
+        res = _apf_newton.NewtonResult(x0, lam0, False, 1, 1.0, "forced")
+        return res, [{"t": 0.0, "iterations": 1, "residual": 1.0, "ok": False}]
+
+    monkeypatch.setattr("fairalloc.models.apf_vds.continuation", failing)
+    r = solve(inst, "apf-vds", alpha=2, gains=False)
+    assert r.details["algorithm"] == "best-response"
+    assert "forced" in r.details["newton"]["fallback"] and "best-response" in r.details["newton"]["fallback"]
+    assert r.status.ok and "limit_multipliers" not in r.details
