@@ -46,6 +46,7 @@ class ApfGame:
     B: np.ndarray
     rows: list[ServerRows] = field(default_factory=list)
     lam_cap: list[np.ndarray] | None = None
+    scale: np.ndarray | None = None  # c_i when A, B are those of c_i·g_i (apf_vds.utility_scale); 1 if None
 
     def __post_init__(self) -> None:
         if not self.rows:

@@ -25,6 +25,16 @@ Newton's fast local convergence, and it makes the step unique where the split is
 a cycle of the support graph, [APF]'s non-unique ``x`` with unique ``X``): among the splits, the one the
 regularised step leads to — the end point is then certified by the residual, not by uniqueness.
 
+**Task limits and budgets** (the variational equilibrium of the generalised game, docs/mechanisms/
+apf-vds.md). A user's limit ``T_n − X_n ≥ 0`` or budget ``B_n − Σ_i c_{n,i}x_{n,i} ≥ 0`` is one more row,
+treated like a capacity row: a multiplier ``μ_n ≥ 0`` shared by all servers, the pair
+``0 ≤ μ_n ⊥ slack_n ≥ 0`` (scaled by ``M_n``, the largest ``m_p/coefficient`` over the user's pairs, and
+``T_n`` resp. ``B_n``), and ``f_{n,i} + c_i μ_n·coef_{n,i}`` in the pair ``x_{n,i}`` — ``c_i`` the
+utility scale of server ``i`` (``ApfGame.scale``), so ``μ_n`` is shared in the servers' own units of
+``g_i``, not in the rescaled ones. The coefficients of ``μ`` in ``f`` (``D``) and of ``x`` in the slack
+(``Dᵀ`` in the code, built separately) then differ by ``c_i``; the elimination is unchanged — the
+system gains one unknown per coupling row. :func:`coupling_rows` gives their order (``NewtonResult.mu``).
+
 **Globalisation.** A backtracking line search on ``‖Φ‖₂`` (Armijo, halving), with ``X_n`` kept above
 a fraction of its current value (``g'`` is infinite at ``X_n = 0``). A path from ``α = 1`` (weighted
 proportional fairness, a convex problem) to the target ``(α_i, A_i, B_i)`` by continuation
@@ -33,15 +43,15 @@ Newton cannot finish is halved and retried, a quick one doubles the next.
 
 **Certificate.** :func:`scaled_residual`: ``max |min(x_{n,i}/X_n, f_{n,i}/(g_i'/γ_{n,i}))|`` over pairs and
 ``max |min(λ_{i,r}/Λ_{i,r}, slack_{i,r}/c_{i,r})|`` over rows, ``Λ_{i,r}`` the largest
-``(g_i'(s̃_{n,i})/γ_{n,i})/d_{n,r}`` over the row's users at the point — dimensionless, unchanged when the
-units of tasks, resources or utility change.
+``(g_i'(s̃_{n,i})/γ_{n,i})/d_{n,r}`` over the row's users at the point (coupling rows alike, ``f`` including
+``μ``) — dimensionless, unchanged when the units of tasks, resources or utility change.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,7 +64,7 @@ MU_FLOOR = 1e-7
 NONMONOTONE = 5
 STALL = 40  # iterations without halving the merit norm: give up (the continuation halves its step)
 FINE = 1e-13  # Newton's own target below the certificate's tolerance
-__all__ = ["NewtonResult", "continuation", "newton", "scaled_residual"]
+__all__ = ["NewtonResult", "continuation", "coupling_rows", "newton", "scaled_residual"]
 
 
 class _Arrays:
@@ -84,10 +94,30 @@ class _Arrays:
                 rserver.append(row.server)
                 k += 1
             self.row_slices.append(slice(start, k))
+        self.ns = k  # server rows; then the coupling rows (task limits, budgets), one per user and kind
+        sv = list(rv)  # the slack's coefficients: those of f, except c_i on coupling rows
+        scale = np.ones(inst.n_servers) if game.scale is None else np.asarray(game.scale, float)
+        self.coupling: list[tuple[str, int]] = []
+        cost = inst.budget_cost
+        for kind, limit in (("tasks", inst.tasks), ("budget", inst.budget_limit)):
+            for n in np.flatnonzero(np.isfinite(limit)):
+                ps = np.flatnonzero(pn == n)
+                coef = np.ones(len(ps)) if kind == "tasks" else cost[n, pi[ps]]
+                use = coef > 0
+                if not use.any():
+                    continue
+                ps, coef = ps[use], coef[use]
+                ri.extend(ps.tolist())
+                rc.extend([k] * len(ps))
+                rv.extend((coef * scale[pi[ps]]).tolist())  # μ_n in the servers' own utility units
+                sv.extend(coef.tolist())
+                caps.append(float(limit[n]))
+                self.coupling.append((kind, int(n)))
+                k += 1
         self.nr = k
         self.cap = np.asarray(caps, float)
         self.D = sp.csr_matrix((rv, (ri, rc)), shape=(self.np_, self.nr))
-        self.DT = self.D.T.tocsr()
+        self.DT = sp.csr_matrix((sv, (rc, ri)), shape=(self.nr, self.np_))
         self.E = sp.csr_matrix((np.ones(self.np_), (pn, np.arange(self.np_))), shape=(self.N, self.np_))
         self.gam = inst.gamma[pn, pi]
         self.phig = game.phig[pn, pi]
@@ -96,15 +126,18 @@ class _Arrays:
         self.B = game.B[pi]
 
     # -------------------------------------------------------------- conversions
-    def pack(self, x: np.ndarray, lam: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    def pack(self, x: np.ndarray, lam: list[np.ndarray], mu: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
         xp = np.asarray(x, float)[self.pn, self.pi]
         lv = np.concatenate([np.asarray(li, float) for li in lam]) if lam else np.zeros(0)
-        return xp, lv
+        nc = self.nr - self.ns
+        mu = np.zeros(nc) if mu is None or len(mu) != nc else np.asarray(mu, float)
+        return xp, np.concatenate([lv, mu])
 
-    def unpack(self, xp: np.ndarray, lv: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    def unpack(self, xp: np.ndarray, lv: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
         x = np.zeros(self.game.P.shape)
         x[self.pn, self.pi] = xp
-        return x, [lv[s].copy() for s in self.row_slices]
+        return x, [lv[s].copy() for s in self.row_slices], lv[self.ns:].copy()
 
     # -------------------------------------------------------------- the map
     def totals(self, xp: np.ndarray) -> np.ndarray:
@@ -133,11 +166,13 @@ class _Arrays:
         return np.where(out > 0, out, 1.0)
 
 
-def scaled_residual(game: ApfGame, x: np.ndarray, lam: list[np.ndarray]) -> float:
-    """The dimensionless NCP residual (module docstring): pairs ``|min(x/X_n, f/(g'/γ))|``, rows
-    ``|min(λ/Λ, slack/c)|``."""
+def scaled_residual(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], mu: np.ndarray | None = None
+                    ) -> float:
+    """The dimensionless NCP residual (module docstring): pairs ``|min(x/X_n, (f + μ)/(g'/γ))|``, rows
+    ``|min(λ/Λ, slack/c)|``, coupling rows ``|min(μ/M, slack/T)|`` (``mu``: the coupling multipliers in
+    the order of :func:`coupling_rows`, zero if ``None``)."""
     a = _Arrays(game)
-    xp, lv = a.pack(x, lam)
+    xp, lv = a.pack(x, lam, mu)
     X = a.totals(xp)
     if (X <= 0).any():
         return float("inf")
@@ -148,6 +183,12 @@ def scaled_residual(game: ApfGame, x: np.ndarray, lam: list[np.ndarray]) -> floa
     return float(res)
 
 
+def coupling_rows(game: ApfGame) -> list[tuple[str, int]]:
+    """The coupling rows of the game, in the order of ``mu``: ``("tasks", n)`` for a finite task limit,
+    ``("budget", n)`` for a finite budget with a positive cost on some runnable pair."""
+    return _Arrays(game).coupling
+
+
 @dataclass
 class NewtonResult:
     x: np.ndarray
@@ -156,14 +197,15 @@ class NewtonResult:
     iterations: int
     residual: float
     message: str = ""
+    mu: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-10, max_iter: int = 100,
-           expired: Callable[[], bool] | None = None) -> NewtonResult:
+           expired: Callable[[], bool] | None = None, mu: np.ndarray | None = None) -> NewtonResult:
     """Regularised semismooth Newton on ``Φ = 0`` (module docstring) from ``(x, λ)``; ``ok`` when
     :func:`scaled_residual` ``≤ tol``."""
     a = _Arrays(game)
-    xp, lv = a.pack(x, lam)
+    xp, lv = a.pack(x, lam, mu)
     X0 = a.totals(xp)
     if (X0 <= 0).any():
         xp = xp + 1e-3 * (X0[a.pn] <= 0)  # every user must hold something: g' is infinite at 0
@@ -283,22 +325,22 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
         res = certify(xp, lv, m, f, sl)
     else:
         res = float("inf")
-    x, lam = a.unpack(xp, lv)
+    x, lam, mu = a.unpack(xp, lv)
     ok = res <= tol
-    return NewtonResult(x, lam, ok, it, res, "" if ok else (message or "not converged"))
+    return NewtonResult(x, lam, ok, it, res, "" if ok else (message or "not converged"), mu)
 
 
 def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: list[np.ndarray],
                  rescale: Callable[[float, float, list[np.ndarray]], list[np.ndarray]],
                  tol: float = 1e-10, expired: Callable[[], bool] | None = None, progress: Any = None,
-                 max_steps: int = 200, max_iter: int = 60, first_step: float = 1.0
-                 ) -> tuple[NewtonResult, list[dict[str, Any]]]:
+                 max_steps: int = 200, max_iter: int = 60, first_step: float = 1.0,
+                 mu0: np.ndarray | None = None) -> tuple[NewtonResult, list[dict[str, Any]]]:
     """Newton along the path ``t ∈ [0, 1]`` of games ``make_game(t)`` from ``(x0, λ0)`` (a solution, or a
     start, at ``t = 0``). ``rescale(t_old, t_new, λ)`` maps multipliers between the games' utility
     scales. Returns the last result (at ``t = 1`` if ``ok``) and the path taken."""
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    res = newton(make_game(0.0), x0, lam0, tol, max_iter=4 * max_iter, expired=expired)
+    res = newton(make_game(0.0), x0, lam0, tol, max_iter=4 * max_iter, expired=expired, mu=mu0)
     history.append({"t": 0.0, "iterations": res.iterations, "residual": res.residual, "ok": res.ok})
     if not res.ok:
         return res, history
@@ -309,7 +351,7 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
             break
         tn = min(1.0, t + step)
         trial = newton(make_game(tn), res.x, rescale(t, tn, res.lam), tol, max_iter=max_iter,
-                       expired=expired)
+                       expired=expired, mu=res.mu)  # μ is in the servers' own (unscaled) units
         history.append({"t": tn, "iterations": trial.iterations, "residual": trial.residual,
                         "ok": trial.ok})
         if trial.ok:
@@ -322,10 +364,10 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
             step = (tn - t) / 2
             if step < 1e-4:
                 res = NewtonResult(res.x, res.lam, False, trial.iterations, trial.residual,
-                                   f"continuation stalled at t = {t:.4f} ({trial.message})")
+                                   f"continuation stalled at t = {t:.4f} ({trial.message})", res.mu)
                 break
     if t < 1.0 and res.ok:
         res = NewtonResult(res.x, res.lam, False, res.iterations, res.residual,
-                           f"continuation ended at t = {t:.4f} of 1")
+                           f"continuation ended at t = {t:.4f} of 1", res.mu)
     history[-1]["seconds"] = time.perf_counter() - t0
     return res, history

@@ -34,8 +34,9 @@ server ("servers with heterogeneous objectives", §3.4).
     ``‖Φ‖``; α-continuation from weighted proportional fairness (α = 1, A = 1, B = 0, from the
     sharing-incentive point (41)) to the target ``(α_i, A_i, B_i)``. Certified by the dimensionless residual
     ``details["ncp_residual_scaled"]`` (:func:`~fairalloc.models._apf_newton.scaled_residual`) ``≤ tol``
-    (default 1e-9); otherwise ``ncp`` runs instead (``details["newton"]["fallback"]``). Task limits,
-    budgets, ``inf`` entries of ``alpha`` and ``customize`` hooks keep their routes (best-response, ncp).
+    (default 1e-9); otherwise ``ncp`` runs instead (``details["newton"]["fallback"]``). Task limits and
+    budgets: the variational equilibrium (below); ``inf`` entries of ``alpha`` and ``customize`` hooks
+    keep their routes (best-response, ncp).
 ``ncp``
     :func:`build` is the NCP as a Pyomo model — ``x[n,i] ⊥ f[n,i]`` and ``λ[i,r] ⊥ slack[i,r]`` as
     ``pyomo.mpec`` ``Complementarity`` components over χ (:mod:`~fairalloc.models.feasible`), with
@@ -52,11 +53,18 @@ server ("servers with heterogeneous objectives", §3.4).
     [APF] §5.2: parallel per-server steps with penalty multipliers (57)
     (:func:`~fairalloc.models._apf_ncp.distributed_heuristic`).
 
-Task limits and budgets (our extension; a generalised game) are handled by ``best-response`` as PS-DSF
-does — a column bound per response, :func:`~fairalloc.models._perserver.coupling_room` — and ``ncp`` hands
-such instances to it; the certificate is then the NCP residual in box form (:func:`pair_bounds`) and the
-gains. A ``customize`` hook edits the NCP model (bounded pairs re-posed as ``0 ≤ x ≤ u ⊥ f``, certificate
-:func:`edited_ncp_residual`) or every server's NLP.
+Task limits and budgets (our extension) make it a generalised game (server ``i`` may give user ``n`` at
+most ``T_n − Σ_{j≠i} x_{n,j}``, :func:`~fairalloc.models._perserver.coupling_room`), whose equilibria are
+not unique. ``newton`` returns the *variational equilibrium*: the limit priced the same on every server,
+a shared ``μ_n ≥ 0`` with ``0 ≤ μ_n ⊥ T_n − X_n ≥ 0`` and ``0 ≤ x_{n,i} ⊥ f_{n,i} + μ_n ≥ 0`` (budgets:
+``ν_n c_{n,i}``), in each server's own units of ``g_i`` — one of the generalised equilibria (each
+server's KKT conditions hold with ``μ_n`` on its coupling row), the canonical one we return;
+``details["limit_multipliers"]``, ``details["budget_multipliers"]``. ``best-response`` (and ``ncp``, which
+hands such instances to it) returns the fixed point of its sweeps instead — a generalised equilibrium
+that depends on the server order, a column bound per response. Either way the certificate includes the
+NCP residual in box form (:func:`pair_bounds`) and the gains. A ``customize`` hook edits the NCP model
+(bounded pairs re-posed as ``0 ≤ x ≤ u ⊥ f``, certificate :func:`edited_ncp_residual`) or every
+server's NLP.
 
 Every other algorithm's end point is then *polished*: Newton's method on the equations of its active set
 (:func:`~fairalloc.models._apf_ncp.polish`; ``polish=false`` turns it off), kept only if it lowers the NCP
@@ -79,7 +87,7 @@ from fairalloc.errors import ParameterError
 from fairalloc.instance import Instance
 from fairalloc.models._apf_ncp import ApfGame, distributed_heuristic, ps_mfa
 from fairalloc.models._apf_ncp import polish as newton_polish
-from fairalloc.models._apf_newton import continuation, scaled_residual
+from fairalloc.models._apf_newton import continuation, coupling_rows, scaled_residual
 from fairalloc.models._mpec import ScholtesRelaxation
 from fairalloc.models._perserver import (
     column_bounds,
@@ -133,10 +141,13 @@ def utility_parameters(inst: Instance, alpha: Any = 1.0, A: Any = None, B: Any =
     return a, A_, B_
 
 
-def _game(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray) -> ApfGame:
-    """The numpy game; servers with α = inf (PS-DSF) are left out of the NCP."""
+def _game(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray,
+          scale: np.ndarray | None = None) -> ApfGame:
+    """The numpy game; servers with α = inf (PS-DSF) are left out of the NCP. ``scale``: the ``c_i`` when
+    ``A, B`` are those of ``c_i g_i`` (:func:`utility_scale`), so coupling multipliers stay shared in the
+    servers' own units."""
     finite = np.isfinite(alpha)
-    g = ApfGame(inst, np.where(finite, alpha, 1.0), A, B)
+    g = ApfGame(inst, np.where(finite, alpha, 1.0), A, B, scale=scale)
     if not finite.all():
         g.P = g.P & finite[None, :]
         g.rows = [r for r in g.rows if finite[r.server]]
@@ -462,7 +473,7 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
     ``alpha``, ``A``, ``B`` as for the mechanism (one value, ``"inf"``, or one per server). Servers with
     ``α_i = inf`` are left out of the residual and Ψ (PS-DSF has no NCP; check its certificate).
 
-    Task limits and budgets (best responses only) bound each pair by what the other servers leave it
+    Task limits and budgets bound each pair by what the other servers leave it
     (:func:`~fairalloc.models._perserver.coupling_room`); ``bounds`` (users × servers) adds an edited
     model's column bounds. A pair at its bound then counts in the residual in box form (``f < 0`` allowed).
     """
@@ -576,6 +587,9 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
     if "multipliers" in sol.details:  # λ' of a row in units of ρ_r is ρ_r·λ
         sol.details["multipliers"] = {key: v / unit[key.split(",", 1)[1]]
                                       for key, v in sol.details["multipliers"].items()}
+    if "limit_multipliers" in sol.details:  # utility per task: a task of the normalised instance is k_n
+        kn = dict(zip(inst.users, k.tolist()))
+        sol.details["limit_multipliers"] = {u: v / kn[u] for u, v in sol.details["limit_multipliers"].items()}
     sol.details["units"] = {"task": dict(zip(inst.users, k.tolist())), "resource": unit}
     return sol
 
@@ -592,7 +606,7 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
         # the arrays of the Newton method do not see an edited model: the Pyomo NCP does
         algorithm = details["algorithm"] = "ncp"
         details["note"] = "a customize hook edits the Pyomo NCP: solved by algorithm=ncp"
-    if coupled and algorithm in ("ncp", "newton"):  # the NCP (28)-(31) has no rows coupling the servers
+    if coupled and algorithm == "ncp":  # the Pyomo NCP (28)-(31) has no rows coupling the servers
         algorithm = details["algorithm"] = "best-response"
         details["note"] = ("task limits / budgets couple the servers: solved by best responses, each "
                            "server bounded by what the others leave")
@@ -606,7 +620,7 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
     scale = utility_scale(inst, a, A_, B_)
     As, Bs = _scaled(a, A_, B_, scale)  # the same game, numerically tame (see utility_scale)
     details["utility_scale"] = dict(zip(inst.servers, scale.tolist()))
-    game = _game(inst, a, As, Bs)
+    game = _game(inst, a, As, Bs, scale)
     cap = max_iter or DEFAULT_ITER.get(algorithm, 0)
     tol = tol or DEFAULT_TOL.get(algorithm, 0.0)
     try:
@@ -627,12 +641,19 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
     tight, bounds = None, None
     # an edited model, task limits or budgets: the arrays of ApfGame (the Newton polish) do not know them
     exotic = session.customize is not None or inst.has_task_limits or inst.has_budgets
+    coupled = inst.has_task_limits or inst.has_budgets
+    mu = None
     if algorithm == "newton":
         run = _solve_newton(inst, session, a, A_, B_, scale, tol, cap, details)
-        if run is None:  # not certified: the Pyomo NCP, with the reason in details
-            algorithm = details["algorithm"] = "ncp"
+        if run is None:  # not certified: the Pyomo NCP (best responses when coupled), reason in details
+            algorithm = details["algorithm"] = "best-response" if coupled else "ncp"
+            if coupled:
+                details["newton"]["fallback"] = details["newton"]["fallback"].replace(
+                    "algorithm=ncp", "algorithm=best-response")
         else:
-            x, lam, status, message = run
+            x, lam, mu, status, message = run
+            if coupled:
+                _coupling_details(game, mu, details)
     if algorithm == "ncp":
         run = _solve_ncp(inst, session, game, a, As, Bs, polish, details)
         if isinstance(run, Solution):
@@ -671,8 +692,8 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
         bounds = details.pop("_bounds")
     if polish and np.isfinite(a).all() and "polish" not in details and not exotic and algorithm != "newton":
         x, lam, details["polish"] = newton_polish(game, x, lam, tight=tight)
-    if np.isfinite(a).all() and not exotic:  # dimensionless (docs/mechanisms/apf-vds.md)
-        details["ncp_residual_scaled"] = scaled_residual(game, x, lam)
+    if np.isfinite(a).all() and (not exotic or algorithm == "newton"):  # dimensionless (docs/…/apf-vds.md)
+        details["ncp_residual_scaled"] = scaled_residual(game, x, lam, mu)
     lam = [li / scale[r.server] for li, r in zip(lam, game.rows)]  # back to the user's g
     # an NCP-specific hook (one that edits lam, f, ...) cannot run on the per-server models of the gains
     gains = gains and not (algorithm == "ncp" and session.customize is not None)
@@ -757,14 +778,16 @@ def edited_ncp_residual(m: pyo.ConcreteModel) -> float:
 
 def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray, B: np.ndarray,
                   scale: np.ndarray, tol: float, cap: int, details: dict[str, Any]
-                  ) -> tuple[np.ndarray, list[np.ndarray], Status, str] | None:
+                  ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, Status, str] | None:
     """The NCP by the semismooth Newton method of :mod:`~fairalloc.models._apf_newton`: weighted
     proportional fairness (``α = 1``, ``A = 1``, ``B = 0``) from the sharing-incentive point ((41)),
     then continuation to the target — ``α_i(t) = α_i^t``, ``A_i(t) = 1 + t(A_i − 1)``,
     ``B_i(t) = t B_i``, the first step changing no ``α_i`` by more than a factor 4 — each game in its
-    own utility scale (:func:`utility_scale`). Returns ``(x, λ, status, message)`` with
-    ``λ`` in the target game's scale, or ``None`` (reason in ``details["newton"]``) when it is not
-    certified and the session still has time (the caller then runs ``ncp``)."""
+    own utility scale (:func:`utility_scale`). Returns ``(x, λ, μ, status, message)`` with
+    ``λ`` in the target game's scale and ``μ`` the coupling multipliers (task limits, budgets; the
+    servers' own units, :func:`~fairalloc.models._apf_newton.coupling_rows`), or ``None`` (reason in
+    ``details["newton"]``) when it is not certified and the session still has time (the caller then runs
+    ``ncp``, or ``best-response`` with limits or budgets)."""
     from tqdm.auto import tqdm
 
     games: dict[float, tuple[ApfGame, np.ndarray]] = {}
@@ -776,7 +799,7 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
         if t not in games:
             at, At, Bt = params(t)
             c = scale if t == 1.0 else utility_scale(inst, at, At, Bt)
-            games[t] = (_game(inst, at, *_scaled(at, At, Bt, c)), c)
+            games[t] = (_game(inst, at, *_scaled(at, At, Bt, c), c), c)
         return games[t][0]
 
     def rescale(t0: float, t1: float, lam: list[np.ndarray]) -> list[np.ndarray]:
@@ -801,11 +824,22 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     details["newton"] = info
     details["iterations"] = info["iterations"]
     if res.ok:
-        return res.x, res.lam, Status.OPTIMAL, ""
+        return res.x, res.lam, res.mu, Status.OPTIMAL, ""
     info["fallback"] = f"newton not certified ({res.message}); solved by algorithm=ncp"
     if session.expired():
-        return res.x, res.lam, Status.TIME_LIMIT, f"newton: {res.message}"
+        return res.x, res.lam, res.mu, Status.TIME_LIMIT, f"newton: {res.message}"
     return None
+
+
+def _coupling_details(game: ApfGame, mu: np.ndarray, details: dict[str, Any]) -> None:
+    """``details["limit_multipliers"]`` (``μ_n``, utility per task) and ``details["budget_multipliers"]``
+    (``ν_n``, utility per unit of budget): the shared prices of the coupling rows, 0 where slack, for the
+    users that have a limit (budget)."""
+    inst = game.inst
+    out: dict[str, dict[str, float]] = {"limit_multipliers": {}, "budget_multipliers": {}}
+    for (kind, n), v in zip(coupling_rows(game), mu):
+        out["limit_multipliers" if kind == "tasks" else "budget_multipliers"][inst.users[n]] = float(v)
+    details.update({k: v for k, v in out.items() if v})
 
 
 def _solve_ncp(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A: np.ndarray,

@@ -133,8 +133,105 @@ def test_not_certified_falls_back_to_ncp(monkeypatch):
     assert r.status.ok
 
 
-def test_inf_alpha_and_task_limits_keep_their_routes():
+def test_inf_alpha_keeps_its_route_and_limits_go_to_newton():
     inst = _inst(900, "plain", N=4, K=2)
     assert solve(inst, "apf-vds", alpha="inf", gains=False).details["algorithm"] == "best-response"
     lim = _inst(901, "limits", N=4, K=2)
-    assert solve(lim, "apf-vds", alpha=2, gains=False).details["algorithm"] == "best-response"
+    assert solve(lim, "apf-vds", alpha=2, gains=False).details["algorithm"] == "newton"
+    r = solve(lim, "apf-vds", alpha=2, algorithm="ncp", gains=False)
+    assert r.details["algorithm"] == "best-response"
+
+
+# ---------------------------------------------------------------------- task limits and budgets (the VE)
+def _coupled(seed, fam, kind, N=6, K=3):
+    """A random instance whose task limits (``kind="tasks"``) or budgets (``"budget"``) bind: about half
+    of the users limited to 0.4–1.1 × their total at the unlimited α = 1 point (budget: the cost of it at
+    an even split), so some limits bind and some do not."""
+    base = _inst(seed, fam, N=N, K=K).replace(tasks=np.full(N, np.inf))
+    free = solve(base, "apf-vds", alpha=1, gains=False).tasks
+    rng = np.random.default_rng(seed)
+    lim = np.where(rng.random(N) < 0.5, free * rng.uniform(0.4, 1.1, N), np.inf)
+    lim[0] = 0.5 * free[0]  # at least one binds
+    if kind == "tasks":
+        return base.replace(tasks=lim)
+    cost = rng.uniform(0.5, 2.0, (N, K))
+    return base.replace(budget_limit=np.where(np.isfinite(lim), lim * cost.mean(axis=1), np.inf),
+                        budget_cost=cost)
+
+
+def _priced_users_are_at_their_limit(inst, r, kind):
+    """μ_n (ν_n) above 1e-8 of the user's largest marginal utility per task (per unit of budget) ⇒ the
+    limit (budget) holds with equality."""
+    a, A, B = utility_parameters(inst, r.details["alpha"], r.details["A"], r.details["B"])
+    game = _game(inst, a, A, B)
+    marg = game.marginal(r.x)
+    key = "limit_multipliers" if kind == "tasks" else "budget_multipliers"
+    mult = r.details[key]
+    assert set(mult) == {u for u, t in zip(inst.users, inst.tasks if kind == "tasks" else inst.budget_limit)
+                         if np.isfinite(t)}
+    bound = 0
+    for u, v in mult.items():
+        n = inst.users.index(u)
+        assert v >= 0
+        if kind == "tasks":
+            used, cap, scale = r.x[n].sum(), inst.tasks[n], marg[n].max()
+        else:
+            c = inst.budget_cost[n]
+            used, cap = float(c @ r.x[n]), inst.budget_limit[n]
+            scale = max(marg[n, i] / c[i] for i in range(inst.n_servers) if c[i] > 0)
+        assert used <= cap * (1 + 1e-9)
+        if v > 1e-8 * scale:
+            bound += 1
+            assert used == pytest.approx(cap, rel=1e-8), (u, v, used, cap)
+    return bound
+
+
+@pytest.mark.parametrize("kind", ["tasks", "budget"])
+@pytest.mark.parametrize("fam", ["plain", "weights", "placement", "time-shared"])
+def test_newton_solves_the_variational_equilibrium(fam, kind):
+    """With task limits or budgets newton returns the variational equilibrium (one shared multiplier per
+    coupling row): optimal, the box-form NCP residual of the generalised game at the returned
+    multipliers ≤ 1e-8, every server's best-response gain ≤ 1e-8, priced users at their limit."""
+    bound = 0
+    for seed in range(2):
+        inst = _coupled(1000 + seed, fam, kind)
+        for alpha in (0.5, 2.0):
+            r = solve(inst, "apf-vds", alpha=alpha)
+            assert r.details["algorithm"] == "newton" and r.status.value == "optimal", r.message
+            assert r.details["ncp_residual_scaled"] <= 1e-9
+            assert feasibility(inst, r.x)["holds"]
+            _, lam = _lam(inst, r)
+            nash = nash_conditions(inst, r.x, alpha=alpha, lam=lam, gains=False)
+            assert nash["ncp_residual"] <= 1e-8 * max(1.0, float(np.abs(lam[0]).max(initial=1.0)))
+            assert r.details["best_response_gain"] <= 1e-8
+            bound += _priced_users_are_at_their_limit(inst, r, kind)
+    assert bound > 0  # the test instances do exercise a binding coupling row
+
+
+def test_coupling_multipliers_are_unit_free():
+    """μ_n is utility per task: doubling a user's task (demand doubled, limit halved) doubles it."""
+    inst = _coupled(1100, "plain", "tasks")
+    r = solve(inst, "apf-vds", alpha=2, gains=False)
+    k = np.ones(inst.n_users)
+    k[0] = 2.0
+    inst2 = inst.replace(demand=inst.demand * k[:, None], tasks=inst.tasks / k)
+    r2 = solve(inst2, "apf-vds", alpha=2, gains=False)
+    u = inst.users[0]
+    assert r.details["limit_multipliers"][u] > 0
+    assert r2.details["limit_multipliers"][u] == pytest.approx(2 * r.details["limit_multipliers"][u],
+                                                               rel=1e-6)
+    np.testing.assert_allclose(r2.tasks * k, r.tasks, rtol=1e-6)
+
+
+def test_coupled_not_certified_falls_back_to_best_response(monkeypatch):
+    inst = _coupled(1200, "plain", "tasks", N=4, K=2)
+
+    def failing(make_game, x0, lam0, rescale, **kw):
+        res = _apf_newton.NewtonResult(x0, lam0, False, 1, 1.0, "forced")
+        return res, [{"t": 0.0, "iterations": 1, "residual": 1.0, "ok": False}]
+
+    monkeypatch.setattr("fairalloc.models.apf_vds.continuation", failing)
+    r = solve(inst, "apf-vds", alpha=2, gains=False)
+    assert r.details["algorithm"] == "best-response"
+    assert "forced" in r.details["newton"]["fallback"] and "best-response" in r.details["newton"]["fallback"]
+    assert r.status.ok and "limit_multipliers" not in r.details

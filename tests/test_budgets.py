@@ -117,12 +117,16 @@ def test_psdsf_budget_is_a_bottleneck() -> None:
 
 
 def test_apf_vds_budget_equilibrium_is_certified() -> None:
-    """αPF-VDS with a budget: the NCP route hands over to best responses; the end point is an equilibrium
-    of the game with the budget (NCP residual in box form, every server's best-response gain ≈ 0)."""
+    """αPF-VDS with a budget: newton solves the variational equilibrium (the budget priced the same on
+    every server) and the ncp route hands over to best responses; both end points are equilibria of the
+    game with the budget (NCP residual in box form, every server's best-response gain ≈ 0)."""
     inst = parse_instance(_demand_doc())
-    for alpha in (0.5, 1, 2):
-        r = fairalloc.solve(inst, "apf-vds", alpha=alpha)
-        assert r.ok and r.details["algorithm"] == "best-response", r.message
+    for alpha, algorithm in ((0.5, "newton"), (1, "newton"), (2, "newton"), (2, "ncp")):
+        r = fairalloc.solve(inst, "apf-vds", alpha=alpha, algorithm=algorithm)
+        expected = "newton" if algorithm == "newton" else "best-response"
+        assert r.ok and r.details["algorithm"] == expected, r.message
+        if algorithm == "newton":
+            assert r.details["budget_multipliers"]["u1"] > 0
         assert _spent(inst, r.allocation)[0] <= 2 * (1 + 1e-9)
         assert r.details["ncp_residual"] <= 1e-7 and r.details["best_response_gain"] <= 1e-9
 
