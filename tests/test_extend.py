@@ -22,11 +22,16 @@ FIG1, FIG2 = str(ROOT / "examples" / "psdsf-fig1.yaml"), str(ROOT / "examples" /
 
 @pytest.fixture
 def scratch_registry():
-    """Mechanisms registered inside a test are forgotten after it."""
+    """Mechanisms registered inside a test are forgotten after it — except shipped ones whose module the
+    test imported for the first time: that module stays imported, so forgetting them would lose them for
+    the rest of the process (seen as "unknown mechanism 'drf'" in later tests of the same worker)."""
     before = dict(registry._REGISTRY)
     yield
+    shipped = {k: m for k, m in registry._REGISTRY.items()
+               if k not in before and m.module.startswith("fairalloc.")}
     registry._REGISTRY.clear()
     registry._REGISTRY.update(before)
+    registry._REGISTRY.update(shipped)
 
 
 def _fragile(inst, session):
