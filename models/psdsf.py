@@ -513,7 +513,7 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     ``relax=True`` gives each Thm 1 row a slack and minimises their sum (χ's rows stay hard): a feasible
     point that breaks Thm 1 least for this structure, from which the sweeps continue; the support pairs
     whose holder rows needed slack are put in ``out["offenders"]`` (a mask; ``drop`` excludes pairs from
-    the support in a second try).
+    the support in a second try), the largest slack relative to ``max X`` in ``out["slack"]``.
     """
     import scipy.sparse as sp
     from scipy.optimize import linprog
@@ -600,6 +600,7 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         slack = np.zeros(len(bub))
         slack[thm] = res.x[nv:]
         big = 1e-9 * max(1.0, float(X.max()))
+        out["slack"] = float(slack.max(initial=0.0)) / max(1.0, float(X.max()))
         off = np.zeros_like(support)
         for k, m, i in holder_row:
             if slack[k] > big:
@@ -614,8 +615,8 @@ OMEGAS = (1.5, 1.0, 0.7, 0.5)  # over-relaxation factors, the next one after 100
 
 
 def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_iter: int = 5000,
-         omega: float = 1.5, progress: bool | None = None, finish: bool = True
-         ) -> tuple[np.ndarray, Status, dict[str, Any]]:
+         omega: float = 1.5, progress: bool | None = None, finish: bool = True,
+         x0: np.ndarray | None = None) -> tuple[np.ndarray, Status, dict[str, Any]]:
     r"""PS-DSF by Gauss–Seidel sweeps of exact numpy best responses (:func:`leximin_response`),
     over-relaxed, finished exactly (:func:`exact_finish`) and certified by [PSDSF] Thm 1.
 
@@ -631,8 +632,9 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     it); a candidate that carries the certificate at ``10⁻⁹`` ends the run (``details.finish``). When
     no exact candidate exists, the relaxed LP's point (Thm 1 broken least, χ kept) replaces the
     iterate (``details.finish.jumps``, at most ``MAX_JUMPS``) and the next attempt follows 5 sweeps
-    later.
-    Otherwise the sweeps stop at a fixed point (every response
+    later. ``x0`` starts the sweeps from a given allocation instead of 0 (e.g. ``apf-vds`` at α = 3,
+    whose α → ∞ limit PS-DSF is; measured on the 200 × 32 placement instance it saved little: 926
+    sweeps against 1004). Otherwise the sweeps stop at a fixed point (every response
     reproduces its column to ``10⁻³·tol`` relative, then one plain sweep makes every column its server's
     response), at ``max_iter`` (``iteration_limit``) or when ``session``'s time is up (``time_limit``).
     Like Algorithm I it returns *a* PS-DSF allocation.
@@ -645,7 +647,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
         U = r.users
         lim = coupled_users(inst, r.server, U)
         pre.append((r.server, U, inst.weight[U] * inst.gamma[U, r.server], r.demand[U], r.capacity, lim))
-    x = np.zeros((inst.n_users, inst.n_servers))
+    x = np.zeros((inst.n_users, inst.n_servers)) if x0 is None else np.array(x0, float)
     resp = np.zeros_like(x)
     fp = 1e-3 * tol
     history: list[float] = []

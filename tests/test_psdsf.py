@@ -318,3 +318,33 @@ def test_leximin_response_is_drf_on_one_server():
             w = inst.weight[U] * inst.gamma[U, rows.server]
             got = leximin_response(w, rows.demand[U], rows.capacity, np.zeros(len(U)))
             np.testing.assert_allclose(got, drf_server(inst, rows)[U], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("example", sorted(GOLDEN))
+def test_fast_from_a_warm_start_matches_the_cold_path(examples, example):
+    """fast(x0=...) from apf-vds at alpha = 3 (PS-DSF is its alpha -> infinity limit) ends at a certified
+    point with the same (unique) totals as the sweeps from 0."""
+    from fairalloc.models.psdsf import fast
+
+    inst = load_instance(examples / f"{example}.yaml")
+    x0 = solve(inst, "apf-vds", alpha=3, gains=False).x
+    cold, s0, _ = fast(inst, progress=False)
+    warm, s1, _ = fast(inst, progress=False, x0=x0)
+    assert s0.value == s1.value == "converged"
+    assert psdsf_certificate(inst, warm, tol=1e-9)["holds"] and feasibility(inst, warm)["holds"]
+    np.testing.assert_allclose(warm.sum(axis=1), cold.sum(axis=1), rtol=1e-7)
+    np.testing.assert_allclose(warm.sum(axis=1), GOLDEN[example], rtol=1e-7)
+
+
+def test_certificate_names_each_failing_pair_and_the_first_bottleneck():
+    """The vectorised certificate: a bottleneck per pair on a PS-DSF point, and a point moved off it
+    fails at the pairs it breaks."""
+    inst = random_instance(3, 12, 3, 3, missing=0.0, placement=True)
+    r = solve(inst, "ps-dsf")
+    cert = psdsf_certificate(inst, r.x)
+    assert cert["holds"]
+    assert sum(len(v) for v in cert["bottleneck"].values()) == int(inst.runnable.sum())
+    bad = r.x * 0.5  # nothing saturated: every pair fails
+    cert = psdsf_certificate(inst, bad)
+    assert not cert["holds"] and len(cert["failures"]) == int(inst.runnable.sum())
+    assert all(f["reason"] == "no saturated resource it demands" for f in cert["failures"])

@@ -62,17 +62,17 @@ def psdsf_certificate(inst: Instance, x: np.ndarray, tol: float = 1e-6,
     broke = np.isfinite(B) & (spent >= B * (1 - tol))
     capped = (np.zeros_like(x, bool) if bounds is None else
               np.isfinite(bounds) & (x >= bounds * (1 - tol)))
+    # worst[i, r]: the largest weighted VDS among the holders of r at i (-inf when none)
+    dem = demand > 0  # (N, K, R)
+    held = pos[:, :, None] & dem
+    worst = np.where(held, vds[:, :, None], -np.inf).max(axis=0)  # (K, R)
+    ok = (dem & saturated[None] & (vds[:, :, None] >= (worst - tol * np.abs(worst))[None]))
+    first = np.where(ok.any(axis=2), ok.argmax(axis=2), -1)  # the first bottleneck resource (N, K)
     for n, i in np.argwhere(inst.runnable):
         found = ("tasks" if at_limit[n] else "budget" if broke[n] and inst.budget_cost[n, i] > 0 else
                  "bound" if capped[n, i] else None)
-        for r in range(len(names) if found is None else 0):
-            if demand[n, i, r] <= 0 or not saturated[i, r]:
-                continue
-            rivals = pos[:, i] & (demand[:, i, r] > 0)
-            worst = vds[rivals, i].max(initial=-np.inf)
-            if vds[n, i] >= worst - tol * abs(worst):
-                found = names[r]
-                break
+        if found is None and first[n, i] >= 0:
+            found = names[first[n, i]]
         user, server = inst.users[n], inst.servers[i]
         if found is None:
             sat = [names[r] for r in range(len(names)) if demand[n, i, r] > 0 and saturated[i, r]]
