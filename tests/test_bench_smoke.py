@@ -73,3 +73,16 @@ def test_benchmarks_run_from_any_directory(tmp_path):
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "scaling" in p.stdout and "partition" in p.stdout
+
+
+def test_perserver_case_reports_status_time_and_certificate():
+    """One case of the per-server study (in-process): status, iterations, certificate, α = 1 vs mnw."""
+    from benchmarks.perserver import _case
+
+    base = {"users": 8, "servers": 3, "family": "plain", "limit": 60.0}
+    ps = _case({**base, "mechanism": "ps-dsf", "params": {}, "vs_mnw": False})
+    assert ps["status"] == "converged" and ps["certified"] and ps["residual"] == 0.0
+    apf = _case({**base, "mechanism": "apf-vds", "params": {"alpha": "1"}, "vs_mnw": True})
+    assert apf["status"] == "optimal" and apf["certified"] and apf["vs_mnw"] < 1e-8
+    per = _case({**base, "mechanism": "apf-vds", "params": {"alpha": "per-server"}, "vs_mnw": False})
+    assert per["status"] == "optimal" and per["certified"]
