@@ -518,7 +518,8 @@ PARAMS = [
     Param("polish", as_bool, True, "finish with Newton's method on the active set of the NCP"),
     Param("gains", as_bool, True, "solve every server's best response at the result to report its gain"),
     Param("pool", as_bool, True, "solve each group of identical servers (same α, A, B) as one server and "
-          "split it evenly (exact with A_p = A·m^((1−α)/α), models/_pools.py); false: the full game"),
+          "split it evenly (exact with A_p = A·m^((1−α)/α), models/_pools.py; not with task limits or "
+          "budgets); false: the full game"),
 ]
 
 
@@ -562,7 +563,9 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
     (:func:`~fairalloc.models._perserver.normalized`: each resource in its largest capacity, each user's
     task in its best ``γ``), the same game with every number near 1; the allocation and the multipliers
     are mapped back. A ``customize`` hook sees the instance's own units."""
-    if pool and session.customize is None:
+    # pooled only without task limits and budgets (the even split's certificate with the shared
+    # multipliers of the variational equilibrium is not written yet)
+    if pool and session.customize is None and not (inst.has_task_limits or inst.has_budgets):
         a, A_, B_ = utility_parameters(inst, alpha, A, B)
 
         def pooled_params(groups: list[list[int]]) -> dict[str, Any]:

@@ -118,3 +118,14 @@ def test_a_hook_turns_pooling_off():
     full = _duplicated(5, False)
     r = solve(full, "ps-dsf", customize=lambda m, inst: None)
     assert "pools" not in r.details
+
+
+def test_task_limits_pooled_by_psdsf_not_by_apf():
+    full = _duplicated(5, False)
+    base = solve(full, "apf-vds", alpha=2.0, pool=False, gains=False)
+    lim = full.replace(tasks=np.where(np.arange(full.n_users) % 2 == 0, 0.6 * base.tasks, np.inf))
+    ps, ps_full = solve(lim, "ps-dsf"), solve(lim, "ps-dsf", pool=False)
+    assert ps.ok and "pools" in ps.details and ps.details["certificate"]["holds"]
+    np.testing.assert_allclose(ps.tasks, ps_full.tasks, rtol=1e-6)
+    apf = solve(lim, "apf-vds", alpha=2.0, gains=False)
+    assert apf.ok and "pools" not in apf.details
