@@ -1,4 +1,4 @@
-"""One measured case of a benchmark, run in its own process: ``python -m benchmarks._case SPEC.json``.
+"""One measured case of a benchmark, run in its own process: ``python -m benchmarks._case CASE.json``.
 
 A fresh process per case gives every approach the same start (imports done before the clock starts,
 no memory left over from earlier cases) and a peak resident set that belongs to that case alone.

@@ -266,7 +266,7 @@ def summary(df: Any, quick: bool, limits: tuple[float, float]) -> str:
     return head + "\n".join(lines) + f"\n\n![{NAME}]({NAME}.png)\n"
 
 
-if __name__ == "__main__":  # one case: python -m benchmarks.perserver SPEC.json
+if __name__ == "__main__":  # one case: python -m benchmarks.perserver CASE.json
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("pyomo").setLevel(logging.ERROR)
     from fairalloc.solvers.quiet import document_stdout

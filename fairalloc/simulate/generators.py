@@ -70,7 +70,7 @@ __all__ = ["GENERATORS", "alibaba_cluster", "alibaba_jobs", "alibaba_workload", 
            "google_jobs", "google_workload", "link_demand", "three_servers"]
 
 CPU_HZ = 2.6e9  # f_cpu
-SPECTRAL_EFFICIENCY = 3.5  # bit/s/Hz
+BITS_PER_HZ = 3.5  # bit/s/Hz
 GAMMA_SHAPE, GAMMA_SCALE = 4.0, 200.0  # computation intensity X, cycles per bit
 DAY = 86400.0
 
@@ -93,7 +93,7 @@ def link_demand(cpu: np.ndarray, seed: int | np.random.Generator, max_link: floa
     rng = _rng(seed)
     cpu = np.asarray(cpu, float)
     x = rng.gamma(GAMMA_SHAPE, GAMMA_SCALE, cpu.shape)
-    mhz = lambda x: cpu * CPU_HZ / x / SPECTRAL_EFFICIENCY / 1e6  # noqa: E731
+    mhz = lambda x: cpu * CPU_HZ / x / BITS_PER_HZ / 1e6  # noqa: E731
     if max_link is not None:
         for _ in range(1000):
             bad = mhz(x) > max_link
