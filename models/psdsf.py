@@ -788,11 +788,15 @@ def _recheck(inst: Instance, x: np.ndarray, pooled: Solution) -> tuple[Status, s
     if status.ok and not cert["holds"]:
         status = worst(status, Status.ERROR)
         message = "the even split of the pooled solution fails the PS-DSF certificate (details.certificate)"
+    return status, message, {"algorithm": pooled.details.get("algorithm"), "certificate": cert,
+                             "weighted_vds": _vds_by_pair(inst, x)}
+
+
+def _vds_by_pair(inst: Instance, x: np.ndarray) -> dict[str, dict[str, float]]:
+    """``details.weighted_vds``: user → server → weighted VDS on runnable pairs."""
     vds = weighted_vds(inst, x)
-    return status, message, {
-        "algorithm": pooled.details.get("algorithm"), "certificate": cert,
-        "weighted_vds": {u: {s: float(vds[n, i]) for i, s in enumerate(inst.servers) if inst.runnable[n, i]}
-                         for n, u in enumerate(inst.users)}}
+    return {u: {s: float(vds[n, i]) for i, s in enumerate(inst.servers) if inst.runnable[n, i]}
+            for n, u in enumerate(inst.users)}
 
 
 @mechanism("ps-dsf", problem="lp", build=build, needs_demands=False, params=PARAMS,
@@ -838,9 +842,6 @@ def solve(inst: Instance, session: Session, algorithm: str = "fast", tol: float 
         log.warning("ps-dsf (%s) converged but the certificate fails: %s", algorithm, cert["failures"])
         status = worst(status, Status.ERROR)
         message = "fixed point reached but the PS-DSF certificate fails (see details.certificate)"
-    vds = weighted_vds(inst, x)
     return Solution(x, status, message, details={
         "algorithm": algorithm, **route, **info, "certificate": cert,
-        **({"canonical": split} if split else {}),
-        "weighted_vds": {u: {s: float(vds[n, i]) for i, s in enumerate(inst.servers)
-                             if inst.runnable[n, i]} for n, u in enumerate(inst.users)}})
+        **({"canonical": split} if split else {}), "weighted_vds": _vds_by_pair(inst, x)})
