@@ -5,7 +5,7 @@ The Bitbrain VM trace cannot be fetched here; each "random instant" is a seeded
 :func:`fairalloc.generate.apf_bitbrain` instance (nine pools of Fig. 5, demands drawn around the data
 centre's capacity mix with log-normal spread ``σ``, users at their own or a neighbouring location). Per run:
 
-- αPF-VDS with α = 1 and α = 3 (``fairalloc.solve(inst, "apf-vds", alpha=…)``, the NCP route; the paper
+- αPF-VDS with α = 1 and α = 3 (``fairalloc.solve(inst, "apf-vds", alpha=…)``, the default semismooth Newton route; the paper
   uses its distributed heuristic, whose convergence is the ``convergence`` benchmark), and α = ∞ = PS-DSF
   by Algorithm I of [PSDSF] ("the customized algorithm proposed in [12]", ``-p algorithm=paper``);
 - DRFH and TSF (exact leximin LPs).
@@ -40,13 +40,13 @@ SWEEP_USERS = 24  # the σ sweep: nine pools, as before (the ranking study, 240 
 
 def allocate(inst: Any, mechanism: str) -> tuple[np.ndarray, str]:
     """The allocation of one mechanism label (``apf-vds α=1``, ``ps-dsf``, ``drfh``, …) through
-    ``fairalloc.solve``, and its status. PS-DSF runs Algorithm I (fast, exact); αPF-VDS the NCP, retried by
-    best responses if the NCP route does not end at an equilibrium."""
+    ``fairalloc.solve``, and its status. PS-DSF runs Algorithm I (fast, exact); αPF-VDS the semismooth Newton
+    method (the default), retried by the NCP route and then best responses if it does not end certified."""
     from fairalloc import solve
 
     if mechanism.startswith("apf-vds"):
         alpha = float(mechanism.split("=")[1])
-        for algorithm in ("ncp", "best-response"):
+        for algorithm in ("newton", "ncp", "best-response"):
             res = solve(inst, "apf-vds", alpha=alpha, algorithm=algorithm, gains=False)
             if res.ok:
                 return res.x, res.status.value
