@@ -14,8 +14,9 @@ the released resources are reallocated among the others. Reallocations happen at
 most one per ``min_step`` seconds (jobs finishing inside that window stop at their own completion time,
 their share idles until the window ends): this bounds the number of solves per slot (``300/min_step``).
 
-Every mechanism runs through ``fairalloc.solve`` (PS-DSF by Algorithm I, ``-p algorithm=paper``; αPF-VDS
-by its NCP route, retried by best responses when that does not certify an equilibrium). Utilization is
+Every mechanism runs through ``fairalloc.solve`` (PS-DSF by its default ``fast`` algorithm; αPF-VDS by
+its default semismooth Newton route, retried by the NCP route and best responses when that does not
+certify an equilibrium). Utilization is
 averaged over the 120 servers (each class weighted by its server count) and over time.
 """
 
