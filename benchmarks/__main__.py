@@ -52,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
                     "clone fairalloc is installed from")
     ap.add_argument("--resume", action="store_true",
                     help="keep the results already in --out and run only what is missing "
-                         "(benchmarks that support it: scaling)")
+                         "(benchmarks that support it: scaling, perserver)")
+    ap.add_argument("--only", metavar="TEXT",
+                    help="run only the series whose label contains TEXT, e.g. 'ps-dsf' (benchmarks that "
+                         "support it: perserver)")
     ap.add_argument("--import", dest="imports", action="append", metavar="FILE.py",
                     help="user file/module registering mechanisms (benchmarks that support it: atlas)")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -84,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         kwargs = {"quick": args.quick}
         if args.resume and "resume" in inspect.signature(mods[name].run).parameters:
             kwargs["resume"] = True
+        if args.only and "only" in inspect.signature(mods[name].run).parameters:
+            kwargs["only"] = args.only
         if args.imports and "imports" in inspect.signature(mods[name].run).parameters:
             kwargs["imports"] = tuple(args.imports)
         info = mods[name].run(out, **kwargs)

@@ -42,8 +42,9 @@ SWEEP_USERS = 24  # the σ sweep: nine pools, as before (the ranking study, 240 
 
 def allocate(inst: Any, mechanism: str) -> tuple[np.ndarray, str]:
     """The allocation of one mechanism label (``apf-vds α=1``, ``ps-dsf``, ``drfh``, …) through
-    ``fairalloc.solve``, and its status. PS-DSF runs its default ``fast`` algorithm; αPF-VDS the semismooth Newton
-    method (the default), retried by the NCP route and then best responses if it does not end certified."""
+    ``fairalloc.solve``, and its status. PS-DSF runs its default ``fast`` algorithm; αPF-VDS the
+    semismooth Newton method (the default), retried by the NCP route and then best responses if it does not
+    end certified."""
     from fairalloc import solve
 
     if mechanism.startswith("apf-vds"):

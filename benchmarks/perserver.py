@@ -169,7 +169,16 @@ def cases(quick: bool) -> list[dict[str, Any]]:
     return series
 
 
-def run(out: Path, quick: bool = False) -> dict[str, Any]:
+KEY = ("mechanism", "algorithm", "alpha", "family", "users", "servers")
+
+
+def _series_label(s: dict[str, Any]) -> str:
+    return " ".join(str(v) for v in (s["mechanism"], s["alpha"] or "", s["algorithm"], s["family"]) if v)
+
+
+def run(out: Path, quick: bool = False, resume: bool = False, only: str | None = None) -> dict[str, Any]:
+    """``resume``: keep the rows of ``out/perserver.csv`` (a series whose rows are all there is not run
+    again); ``only``: run just the series whose label (``mechanism α algorithm family``) contains it."""
     import pandas as pd
     from tqdm import tqdm
 
@@ -178,6 +187,20 @@ def run(out: Path, quick: bool = False) -> dict[str, Any]:
     limits = (30.0, 30.0) if quick else (LIMIT, OTHER_LIMIT)
     plan = cases(quick)
     rows: list[dict[str, Any]] = []
+    done: dict[tuple[str, ...], dict[str, Any]] = {}
+    if resume and (out / f"{NAME}.csv").exists():
+        old = pd.read_csv(out / f"{NAME}.csv", dtype={"alpha": str}, keep_default_na=False)
+        for r in old.to_dict("records"):
+            done[tuple(str(r[k]) for k in KEY)] = {k: (None if v == "" else v) for k, v in r.items()}
+    kept = []
+    for s in plan:
+        keys = [tuple(str(v) for v in (s["mechanism"], s["algorithm"], s["alpha"] or "", s["family"], N, K))
+                for N, K in s["sizes"]]
+        if all(k in done for k in keys) or (only and only not in _series_label(s)):
+            rows += [done[k] for k in keys if k in done]
+        else:
+            kept.append(s)
+    plan = kept
     total = sum(len(s["sizes"]) for s in plan)
     with tqdm(total=total, desc=NAME, unit="case") as bar:
         for s in plan:
