@@ -88,7 +88,6 @@ from __future__ import annotations
 import logging
 import math
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -611,19 +610,8 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
 
 
 MAX_JUMPS = 15  # restarts of the sweeps from the relaxed finish's point (then the sweeps alone go on)
-FINISH_LAG = 15  # sweeps run while an exact finish is solved in a thread; its result is used at this lag
 PRUNES = 0  # re-solves of the finish LP without the holders that needed slack
 OMEGAS = (1.5, 1.0, 0.7, 0.5)  # over-relaxation factors, the next one after 100 sweeps without progress
-
-
-class _Done:
-    """An attempt already run (the ``Future`` interface :func:`fast` reads)."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def result(self) -> Any:
-        return self.value
 
 
 def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_iter: int = 5000,
@@ -644,12 +632,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     it); a candidate that carries the certificate at ``10⁻⁹`` ends the run (``details.finish``). When
     no exact candidate exists, the relaxed LP's point (Thm 1 broken least, χ kept) replaces the
     iterate (``details.finish.jumps``, at most ``MAX_JUMPS``) and the next attempt follows 5 sweeps
-    later. Once the restarts are used up, a finish can only end the run, so it runs in a worker thread
-    (HiGHS releases the GIL) while the sweeps go on, and its result is read exactly ``FINISH_LAG``
-    sweeps after the sweep it was taken from (waiting for it if need be): the sweeps, and the
-    allocation, are those of the serial run and do not depend on the machine's speed or load
-    (``details.finish.sweep``: the sweep finished; ``consumed``: the sweep at which that ended the run).
-    ``x0`` starts the sweeps from a given allocation instead of 0 (e.g. ``apf-vds`` at α = 3,
+    later. ``x0`` starts the sweeps from a given allocation instead of 0 (e.g. ``apf-vds`` at α = 3,
     whose α → ∞ limit PS-DSF is; measured on the 200 × 32 placement instance it saved little: 926
     sweeps against 1004). Otherwise the sweeps stop at a fixed point (every response
     reproduces its column to ``10⁻³·tol`` relative, then one plain sweep makes every column its server's
@@ -682,26 +665,6 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
             cap[lim] = coupling_room(inst, x, i, U[lim])
         return leximin_response(w, D, c, X[U] - x[U, i], cap=cap)
 
-    def attempt(r: np.ndarray, limit: float | None, at: int, rel: float
-                ) -> tuple[np.ndarray | None, bool, np.ndarray | None, int, float]:
-        """One exact finish of the responses ``r`` of sweep ``at``: (candidate, certified, jump point)."""
-        drop, jump = None, None
-        for _ in range(PRUNES + 1):
-            out: dict[str, Any] = {}
-            y = exact_finish(inst, r, 1e-6, 1e-7, relax=True, drop=drop, out=out, time_limit=limit)
-            if y is None:
-                break
-            if psdsf_certificate(inst, y, tol=1e-9)["holds"]:
-                return y, True, None, at, rel
-            jump = y if jump is None else jump
-            if not out["offenders"].any():
-                break
-            # holders that needed slack leave the support (the LP could not empty them)
-            drop = out["offenders"] if drop is None else drop | out["offenders"]
-        return None, False, jump, at, rel
-
-    pool: ThreadPoolExecutor | None = None
-    pending: tuple[int, Future | _Done] | None = None  # (sweep at which its result is used, the attempt)
     bar = tqdm(total=max_iter, desc="ps-dsf fast", unit="sweep", file=sys.stderr,
                disable=None if progress is None else not progress, leave=False)
     try:
@@ -730,26 +693,26 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
             if resid <= fp * max(1.0, float(x.max(initial=0.0))):
                 status = Status.CONVERGED
                 break
-            due = finish and pending is None and (
-                rel <= next_try or (sweep - last_try >= 25 and next_try < 1e-2))
-            if due:
+            if finish and (rel <= next_try or (sweep - last_try >= 25 and next_try < 1e-2)):
                 last_try, next_try = sweep, min(next_try, rel) / 10
                 report["attempts"] += 1
-                limit = None if session is None else session.remaining()
-                if report.get("jumps", 0) < MAX_JUMPS:  # its result may move the iterate: wait for it
-                    pending = (sweep, _Done(attempt(resp, limit, sweep, rel)))
-                else:  # it can only end the run: the sweeps go on meanwhile
-                    if pool is None:
-                        pool = ThreadPoolExecutor(1, thread_name_prefix="psdsf-finish")
-                    pending = (sweep + FINISH_LAG, pool.submit(attempt, resp.copy(), limit, sweep, rel))
-            if pending is not None and sweep >= pending[0]:  # an attempt's result is due: use it
-                y, ok, jump, att_sweep, att_rel = pending[1].result()
-                pending = None
-                if ok:
-                    report.update(sweep=att_sweep, pruned=0, change=att_rel, consumed=sweep)
-                    log.info("ps-dsf fast: exact finish of sweep %d", att_sweep)
-                    return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report,
-                                                 "max_change": history}
+                drop, jump = None, None
+                for prune in range(PRUNES + 1):
+                    out: dict[str, Any] = {}
+                    y = exact_finish(inst, resp, 1e-6, 1e-7, relax=True, drop=drop, out=out,
+                                     time_limit=None if session is None else session.remaining())
+                    if y is None:
+                        break
+                    if psdsf_certificate(inst, y, tol=1e-9)["holds"]:
+                        report.update(sweep=sweep, pruned=prune, change=rel)
+                        log.info("ps-dsf fast: exact finish after %d sweeps", sweep)
+                        return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report,
+                                                     "max_change": history}
+                    jump = y if jump is None else jump
+                    if not out["offenders"].any():
+                        break
+                    # holders that needed slack leave the support (the LP could not empty them)
+                    drop = out["offenders"] if drop is None else drop | out["offenders"]
                 if jump is not None and report.get("jumps", 0) < MAX_JUMPS:
                     # the point that breaks Thm 1 least: plain sweeps on from there
                     x, om = jump, 1.0
@@ -758,16 +721,8 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
             if session is not None and session.expired():
                 status = Status.TIME_LIMIT
                 break
-        if pending is not None and status is not Status.CONVERGED:  # the last attempt may have finished it
-            y, ok, _, att_sweep, att_rel = pending[1].result()
-            if ok:
-                report.update(sweep=att_sweep, pruned=0, change=att_rel, consumed=len(history))
-                return y, Status.CONVERGED, {"sweeps": len(history), "omega": om, "finish": report,
-                                             "max_change": history}
     finally:
         bar.close()
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
     X = x.sum(axis=1)
     for i, U, w, D, c, lim in pre:  # a plain sweep: every column its server's (feasible) response
         col = respond(i, U, w, D, c, lim, X)
