@@ -609,7 +609,8 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     return y
 
 
-MAX_JUMPS = 15  # restarts of the sweeps from the relaxed finish's point (then the sweeps alone go on)
+MAX_JUMPS = 15  # restarts of the sweeps from the relaxed finish's point (then the sweeps alone go on) ...
+JUMP_PAIRS = 200 * 32  # ... up to this many users x servers; scaled down beyond it (at least one)
 PRUNES = 0  # re-solves of the finish LP without the holders that needed slack
 OMEGAS = (1.5, 1.0, 0.7, 0.5)  # over-relaxation factors, the next one after 100 sweeps without progress
 
@@ -631,8 +632,12 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     structure of the current responses is solved exactly (:func:`exact_finish`, ``finish=False`` skips
     it); a candidate that carries the certificate at ``10⁻⁹`` ends the run (``details.finish``). When
     no exact candidate exists, the relaxed LP's point (Thm 1 broken least, χ kept) replaces the
-    iterate (``details.finish.jumps``, at most ``MAX_JUMPS``) and the next attempt follows 5 sweeps
-    later. ``x0`` starts the sweeps from a given allocation instead of 0 (e.g. ``apf-vds`` at α = 3,
+    iterate (``details.finish.jumps``, at most ``MAX_JUMPS``, fewer beyond ``JUMP_PAIRS`` users ×
+    servers) and the next attempt follows 5 sweeps later. Each attempt first solves the structure's LP
+    without slacks (a few hundred columns at 200 × 32, infeasible in milliseconds unless the structure is
+    right); the relaxed LP, with one slack per Thm 1 row (30 000 columns at 400 × 64, tens of seconds), is
+    solved only while a restart may use its point.
+    ``x0`` starts the sweeps from a given allocation instead of 0 (e.g. ``apf-vds`` at α = 3,
     whose α → ∞ limit PS-DSF is; measured on the 200 × 32 placement instance it saved little: 926
     sweeps against 1004). Otherwise the sweeps stop at a fixed point (every response
     reproduces its column to ``10⁻³·tol`` relative, then one plain sweep makes every column its server's
@@ -656,6 +661,8 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     om, best, best_at = omegas[0], np.inf, 0
     next_try, last_try = 1e-2, 0
     report: dict[str, Any] = {"attempts": 0}
+    # restarts solve the relaxed LP, whose size grows with users x servers: fewer of them on large instances
+    max_jumps = max(1, min(MAX_JUMPS, round(MAX_JUMPS * JUMP_PAIRS / max(1, inst.n_users * inst.n_servers))))
 
     def respond(i: int, U: np.ndarray, w: np.ndarray, D: np.ndarray, c: np.ndarray, lim: np.ndarray,
                 X: np.ndarray) -> np.ndarray:
@@ -697,7 +704,16 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                 last_try, next_try = sweep, min(next_try, rel) / 10
                 report["attempts"] += 1
                 drop, jump = None, None
-                for prune in range(PRUNES + 1):
+                limit = None if session is None else session.remaining()
+                # the structure's own LP first (no slack: a small LP, infeasible unless the structure
+                # is right); the relaxed one, much larger, only when its point may be used
+                y = exact_finish(inst, resp, 1e-6, 1e-7, time_limit=limit)
+                if y is not None and psdsf_certificate(inst, y, tol=1e-9)["holds"]:
+                    report.update(sweep=sweep, pruned=0, change=rel)
+                    log.info("ps-dsf fast: exact finish after %d sweeps", sweep)
+                    return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report,
+                                                 "max_change": history}
+                for prune in range(PRUNES + 1 if report.get("jumps", 0) < max_jumps else 0):
                     out: dict[str, Any] = {}
                     y = exact_finish(inst, resp, 1e-6, 1e-7, relax=True, drop=drop, out=out,
                                      time_limit=None if session is None else session.remaining())
@@ -713,7 +729,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                         break
                     # holders that needed slack leave the support (the LP could not empty them)
                     drop = out["offenders"] if drop is None else drop | out["offenders"]
-                if jump is not None and report.get("jumps", 0) < MAX_JUMPS:
+                if jump is not None and report.get("jumps", 0) < max_jumps:
                     # the point that breaks Thm 1 least: plain sweeps on from there
                     x, om = jump, 1.0
                     report["jumps"] = report.get("jumps", 0) + 1
