@@ -544,13 +544,14 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         if np.isfinite(B[n]):
             (eq if broke[n] else ub).append((pid[n, ks].tolist(), cost[n, ks].tolist(), float(B[n])))
     ntau = 0
-    holder_row: list[tuple[int, int, int]] = []
+    holder_row: list[tuple[np.ndarray, np.ndarray, int]] = []  # (ub row indices, holders m, server i)
+    wg = inst.weight[:, None] * inst.gamma
     for r in rows:
         i, D, c = r.server, r.demand, r.capacity
         hu = np.flatnonzero(pid[:, i] >= 0)
         sat = (x[:, i] @ D) >= c * (1 - sat_tol)
         level = np.full(len(c), np.inf)  # τ estimate: the largest holder VDS (0 when none)
-        col = {}
+        col = np.full(len(c), -1)
         for k in range(len(c)):
             users = hu[D[hu, k] > 0]
             (eq if sat[k] else ub).append((pid[users, i].tolist(), D[users, k].tolist(), float(c[k])))
@@ -558,24 +559,25 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
                 col[k] = P + N + ntau
                 ntau += 1
                 level[k] = float(vds[users, i].max(initial=0.0))
-                for m in users:  # holders: X_m ≤ φ_m γ[m,i] τ[i,k]
-                    holder_row.append((len(ub), m, i))
-                    ub.append(([P + m, col[k]], [1.0, -float(inst.weight[m] * inst.gamma[m, i])], 0.0))
-        for n in r.users:
-            if at_limit[n] or (broke[n] and cost[n, i] > 0):
-                continue
-            dem = np.flatnonzero((D[n] > 0) & sat)
-            if not len(dem):
-                return None
-            k = int(dem[np.argmin(level[dem])])  # X_n ≥ φ_n γ[n,i] τ[i,r(n,i)]
-            ub.append(([P + n, col[k]], [-1.0, float(inst.weight[n] * inst.gamma[n, i])], 0.0))
+                # holders: X_m ≤ φ_m γ[m,i] τ[i,k]
+                holder_row.append((np.arange(len(ub), len(ub) + len(users)), users, i))
+                ub.extend(([P + int(m), int(col[k])], [1.0, -float(g)], 0.0)
+                          for m, g in zip(users, wg[users, i]))
+        U = r.users[~(at_limit[r.users] | (broke[r.users] & (cost[r.users, i] > 0)))]
+        dem = (D[U] > 0) & sat
+        if not dem.any(axis=1).all():  # a user with no saturated resource: no PS-DSF point here
+            return None
+        k_n = np.argmin(np.where(dem, level, np.inf), axis=1)  # X_n ≥ φ_n γ[n,i] τ[i,r(n,i)]
+        ub.extend(([P + int(n), int(col[k])], [-1.0, float(g)], 0.0) for n, k, g in zip(U, k_n, wg[U, i]))
     nv = P + N + ntau
 
     def matrix(rows_: list[tuple[list[int], list[float], float]]) -> tuple[Any, np.ndarray]:
-        r_ = [k for k, (cols, _, _) in enumerate(rows_) for _ in cols]
-        c_ = [j for cols, _, _ in rows_ for j in cols]
-        v_ = [v for _, vals, _ in rows_ for v in vals]
-        return sp.csr_array((v_, (r_, c_)), shape=(len(rows_), nv)), np.array([b for _, _, b in rows_])
+        lens = np.fromiter((len(cols) for cols, _, _ in rows_), int, len(rows_))
+        r_ = np.repeat(np.arange(len(rows_)), lens)
+        c_ = np.fromiter((j for cols, _, _ in rows_ for j in cols), int, int(lens.sum()))
+        v_ = np.fromiter((v for _, vals, _ in rows_ for v in vals), float, int(lens.sum()))
+        return (sp.csr_array((v_, (r_, c_)), shape=(len(rows_), nv)),
+                np.fromiter((b for _, _, b in rows_), float, len(rows_)))
 
     Aeq, beq = matrix(eq)
     Aub, bub = matrix(ub)
@@ -602,9 +604,8 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         big = 1e-9 * max(1.0, float(X.max()))
         out["slack"] = float(slack.max(initial=0.0)) / max(1.0, float(X.max()))
         off = np.zeros_like(support)
-        for k, m, i in holder_row:
-            if slack[k] > big:
-                off[m, i] = True
+        for ks, ms, i in holder_row:
+            off[ms[slack[ks] > big], i] = True
         out["offenders"] = off
     return y
 

@@ -126,6 +126,8 @@ def test_task_limits_pooled_by_psdsf_not_by_apf():
     lim = full.replace(tasks=np.where(np.arange(full.n_users) % 2 == 0, 0.6 * base.tasks, np.inf))
     ps, ps_full = solve(lim, "ps-dsf"), solve(lim, "ps-dsf", pool=False)
     assert ps.ok and "pools" in ps.details and ps.details["certificate"]["holds"]
-    np.testing.assert_allclose(ps.tasks, ps_full.tasks, rtol=1e-6)
+    # with task limits PS-DSF has several fixed points (docs/mechanisms/psdsf.md): both are certified on
+    # the full instance, and need not be the same one
+    assert ps_full.ok and psdsf_certificate(lim, ps_full.x)["holds"] and psdsf_certificate(lim, ps.x)["holds"]
     apf = solve(lim, "apf-vds", alpha=2.0, gains=False)
     assert apf.ok and "pools" not in apf.details

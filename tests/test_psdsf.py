@@ -114,11 +114,13 @@ def test_task_limits_carry_the_certificate(seed):
 
 def test_task_limits_fixed_points_are_not_unique(examples):
     """Fig. 2 with T[u3] = 4: the LP sweeps let s1 serve u3; u3 on s2 instead is a fixed point too, and
-    fast (sweeps + exact finish) returns a third, X = (8/3, 8/3, 4, 12), also certified."""
+    fast (sweeps + exact finish) returns a third, X = (3, 3, 4, 11.5) with u3 on both servers, also
+    certified (the vertex HiGHS picks in the finish LP of the structure; before the slack-free LP came
+    first it was X = (8/3, 8/3, 4, 12))."""
     inst = load_instance(examples / "psdsf-fig2.yaml").replace(tasks=np.array([np.inf, np.inf, 4, np.inf]))
     f = solve(inst, "ps-dsf")
     assert f.status.value == "converged" and psdsf_certificate(inst, f.x)["holds"]
-    assert f.tasks == pytest.approx([8 / 3, 8 / 3, 4.0, 12.0], rel=1e-6)
+    assert f.tasks == pytest.approx([3.0, 3.0, 4.0, 11.5], rel=1e-6)
     r = solve(inst, "ps-dsf", algorithm="best-response")
     assert r.tasks == pytest.approx([2.8, 2.8, 4.0, 11.8], rel=1e-6)
     cert = psdsf_certificate(inst, r.x)
