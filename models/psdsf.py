@@ -444,27 +444,31 @@ def leximin_response(w: np.ndarray, D: np.ndarray, c: np.ndarray, o: np.ndarray,
     e = o / w
     order = np.argsort(e, kind="stable")
     es, Ds, ws, os_ = e[order], D[order], w[order], o[order]
-    capl = None if cap is None else (os_ + cap[order]) / ws  # level at which a user reaches its cap
-    wd, od = ws[:, None] * Ds, os_[:, None] * Ds
+    capl = None if cap is None else (os_ + cap[order]) / ws
+    WO = np.concatenate([ws[:, None] * Ds, os_[:, None] * Ds], axis=1)  # one cumulative sum for both
     demands = Ds > 0
     free = np.ones(m, bool)
+    nfree = m
     fixed = np.zeros(R)  # usage of the frozen users
     open_ = np.ones(R, bool)
     cols = np.arange(R)
-    while free.any():
-        cum_w = (wd * free[:, None]).cumsum(axis=0)
-        cum_o = (od * free[:, None]).cumsum(axis=0)
-        over = (es[:, None] * cum_w - cum_o) >= (c - fixed)  # usage at each entry level ≥ capacity
+    esc = es[:, None]
+    while nfree:
+        cum = (WO * free[:, None]).cumsum(axis=0) if nfree < m else WO.cumsum(axis=0)
+        cum_w, cum_o = cum[:, :R], cum[:, R:]
+        room = c - fixed
+        over = (esc * cum_w - cum_o) >= room  # usage at each entry level ≥ capacity
         k = over.argmax(axis=0)
         crossed = over[k, cols]
         k[~crossed] = m  # the first entry level at or over capacity (m: none)
-        prev_w, prev_o = cum_w[k - 1, cols], cum_o[k - 1, cols]  # users entered before it
-        level = np.full(R, np.inf)
-        ok = (k > 0) & (prev_w > 0)
-        level[ok] = (c - fixed + prev_o)[ok] / prev_w[ok]
-        level[crossed] = np.minimum(level[crossed], es[k[crossed]])
+        prev = cum[k - 1]  # the users entered before it (k = 0 wraps around: masked below)
+        prev_w, prev_o = prev[cols, cols], prev[cols, cols + R]
+        last_w = cum_w[-1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            level = np.where((k > 0) & (prev_w > 0), (room + prev_o) / prev_w, np.inf)
+        level = np.where(crossed, np.minimum(level, es[np.minimum(k, m - 1)]), level)
         level[k == 0] = es[0]
-        level[~open_ | (cum_w[-1] <= 0)] = np.inf
+        level[~open_ | (last_w <= 0)] = np.inf
         t = float(level.min())
         if capl is not None:
             capped = free & (capl <= t)
@@ -474,6 +478,7 @@ def leximin_response(w: np.ndarray, D: np.ndarray, c: np.ndarray, o: np.ndarray,
                 x[order[idx]] = xs
                 fixed += xs @ Ds[idx]
                 free[idx] = False
+                nfree -= len(idx)
                 continue
         if t == np.inf:
             break
@@ -483,6 +488,7 @@ def leximin_response(w: np.ndarray, D: np.ndarray, c: np.ndarray, o: np.ndarray,
         x[order[idx]] = xs
         fixed += xs @ Ds[idx]
         free[idx] = False
+        nfree -= len(idx)
         open_ &= ~sat
     return x
 
