@@ -35,8 +35,9 @@ server ("servers with heterogeneous objectives", §3.4).
     sharing-incentive point (41)) to the target ``(α_i, A_i, B_i)``. Certified by the dimensionless residual
     ``details["ncp_residual_scaled"]`` (:func:`~fairalloc.models._apf_newton.scaled_residual`) ``≤ tol``
     (default 1e-9); otherwise ``ncp`` runs instead (``details["newton"]["fallback"]``). Task limits and
-    budgets: the variational equilibrium (below); ``inf`` entries of ``alpha`` and ``customize`` hooks
-    keep their routes (best-response, ncp).
+    budgets: the variational equilibrium (below); ``alpha=inf`` at every server is PS-DSF, solved by
+    mechanism ``ps-dsf`` (``fast``); a mix of finite and ``inf`` entries, and ``customize`` hooks, keep
+    their routes (best-response, ncp).
 ``ncp``
     :func:`build` is the NCP as a Pyomo model — ``x[n,i] ⊥ f[n,i]`` and ``λ[i,r] ⊥ slack[i,r]`` as
     ``pyomo.mpec`` ``Complementarity`` components over χ (:mod:`~fairalloc.models.feasible`), with
@@ -562,7 +563,12 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
     :mod:`~fairalloc.models._pools`). Solved in normalised units
     (:func:`~fairalloc.models._perserver.normalized`: each resource in its largest capacity, each user's
     task in its best ``γ``), the same game with every number near 1; the allocation and the multipliers
-    are mapped back. A ``customize`` hook sees the instance's own units."""
+    are mapped back. A ``customize`` hook sees the instance's own units.
+
+    Every ``α_i = inf`` with ``newton`` or ``ncp``: the game is PS-DSF ([APF] Thm 2), solved by mechanism
+    ``ps-dsf`` with its ``fast`` algorithm (:func:`_as_psdsf`)."""
+    if algorithm in ("newton", "ncp") and np.isinf(utility_parameters(inst, alpha, A, B)[0]).all():
+        return _as_psdsf(inst, session, algorithm, pool)
     # pooled only without task limits and budgets (the even split's certificate with the shared
     # multipliers of the variational equilibrium is not written yet)
     if pool and session.customize is None and not (inst.has_task_limits or inst.has_budgets):
@@ -597,6 +603,20 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
     return sol
 
 
+def _as_psdsf(inst: Instance, session: Session, algorithm: str, pool: bool) -> Solution:
+    """Every ``α_i = inf``: PS-DSF itself — mechanism ``ps-dsf``, algorithm ``fast`` (one mechanism, one
+    place), its allocation, status and Thm 1 certificate (``details.certificate``), with a note."""
+    from fairalloc.models import psdsf
+
+    sol = psdsf.solve(inst, session, algorithm="fast", pool=pool)
+    sol.details = {**sol.details, "algorithm": "ps-dsf:fast", "alpha": [math.inf] * inst.n_servers,
+                   "psdsf_algorithm": sol.details.get("algorithm"),
+                   "note": f"alpha = inf at every server: αPF-VDS is PS-DSF ([APF] Thm 2); solved by "
+                           f"mechanism ps-dsf, algorithm=fast (asked: {algorithm}), certified by PS-DSF's "
+                           "Thm 1 certificate (details.certificate)"}
+    return sol
+
+
 def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorithm: str, tol: float,
            max_iter: int, epsilon: float, kappa: float, polish: bool, gains: bool) -> Solution:
     coupled = inst.has_task_limits or inst.has_budgets
@@ -618,7 +638,8 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
             algorithm = details["algorithm"] = "best-response"
             details["note"] = "alpha has inf entries: solved by best responses (PS-DSF leximin there)"
         elif algorithm != "best-response":
-            raise ParameterError(f"apf-vds: alpha=inf (PS-DSF) works only with algorithm=best-response, "
+            raise ParameterError(f"apf-vds: alpha with inf entries works only with algorithm=best-response "
+                                 f"(or newton/ncp: every entry inf is ps-dsf fast, a mix best-response), "
                                  f"not {algorithm}")
     scale = utility_scale(inst, a, A_, B_)
     As, Bs = _scaled(a, A_, B_, scale)  # the same game, numerically tame (see utility_scale)
