@@ -548,6 +548,7 @@ def _recheck(alpha: Any, A: Any, B: Any) -> Any:
 
 LIMITS_HINT = "only algorithm=best-response (or newton/ncp, which then use it) supports task limits"
 BUDGET_HINT = "only algorithm=best-response (or newton/ncp, which then use it) supports budgets"
+NCP_SETUP_SECONDS_PER_PAIR = 4e-3  # Pyomo NCP + relaxation + NL file + CasADi function (1600 pairs: 5.9 s)
 DEFAULT_ITER = {"best-response": 500, "ps-mfa": 5_000, "distributed": 100_000, "newton": 150}
 DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12, "newton": 1e-9}
 ROUTES_WITH_LIMITS = ("newton", "ncp", "best-response")
@@ -672,6 +673,7 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
         if run is None:  # not certified: the Pyomo NCP (best responses when coupled), reason in details
             algorithm = details["algorithm"] = "best-response" if coupled else "ncp"
             if coupled:
+                details.pop("_newton_point", None)
                 details["newton"]["fallback"] = details["newton"]["fallback"].replace(
                     "algorithm=ncp", "algorithm=best-response")
         else:
@@ -679,7 +681,17 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
             if coupled:
                 _coupling_details(game, mu, details)
     if algorithm == "ncp":
+        newton_point = details.pop("_newton_point", None)
         run = _solve_ncp(inst, session, game, a, As, Bs, polish, details)
+        if newton_point is not None and (isinstance(run, Solution) or not run[2].ok):
+            # the fallback failed or ran out of time: keep whichever point is closer to an equilibrium
+            nx, nlam, nmu, nmsg = newton_point
+            theirs = math.inf if isinstance(run, Solution) else scaled_residual(game, run[0], run[1])
+            if scaled_residual(game, nx, nlam, nmu) <= theirs:
+                status = run.status if isinstance(run, Solution) else run[2]
+                run = (nx, nlam, status, f"ncp fallback ended {status.value}; returned newton's point "
+                                         f"({nmsg})")
+                details["newton"]["returned"] = "newton's point (closer than the ncp fallback's)"
         if isinstance(run, Solution):
             return run
         x, lam, status, message = run
@@ -843,15 +855,31 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
                                  g0.multipliers(x0) if not target_is_start else make(1.0).multipliers(x0),
                                  rescale, tol=tol, expired=session.expired, progress=bar, max_iter=cap,
                                  first_step=first)
+    reached = max((h["t"] for h in path if h["ok"]), default=None)
     info = {"iterations": int(sum(h["iterations"] for h in path)), "continuation": path,
-            "residual": res.residual, "seconds": time.perf_counter() - start}
+            "residual": res.residual, "t_reached": reached, "seconds": time.perf_counter() - start}
     details["newton"] = info
     details["iterations"] = info["iterations"]
     if res.ok:
         return res.x, res.lam, res.mu, Status.OPTIMAL, ""
-    info["fallback"] = f"newton not certified ({res.message}); solved by algorithm=ncp"
+    t_at = reached or 0.0
+    lam = res.lam if target_is_start or t_at == 1.0 else rescale(t_at, 1.0, res.lam)
     if session.expired():
-        return res.x, res.lam, res.mu, Status.TIME_LIMIT, f"newton: {res.message}"
+        # the last certified point of the path (t = t_reached; its residual for the target game is
+        # details.ncp_residual_scaled), never called converged
+        where = "no game of the path certified" if reached is None else f"last certified at t = {reached:.4f}"
+        return res.x, lam, res.mu, Status.TIME_LIMIT, f"newton: {res.message} ({where} of 1)"
+    details["_newton_point"] = (res.x, lam, res.mu, res.message)
+    rem = session.remaining()
+    setup = NCP_SETUP_SECONDS_PER_PAIR * int(inst.runnable.sum())
+    if rem is not None and rem < 2 * setup and not (inst.has_task_limits or inst.has_budgets):
+        # the Pyomo NCP's model, NL file and CasADi function are built before any limit can stop them
+        details.pop("_newton_point")
+        info["fallback"] = (f"newton not certified ({res.message}); the ncp fallback skipped: building it "
+                            f"takes about {setup:.0f} s here, {rem:.0f} s of the time limit left")
+        return res.x, lam, res.mu, Status.TIME_LIMIT, (f"newton: {res.message}; no time for the ncp "
+                                                       "fallback (details.newton.fallback)")
+    info["fallback"] = f"newton not certified ({res.message}); solved by algorithm=ncp"
     return None
 
 

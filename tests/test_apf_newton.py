@@ -249,3 +249,19 @@ def test_every_alpha_inf_is_psdsf_fast(fam):
     assert r.details["algorithm"] == "ps-dsf:fast" and "ps-dsf" in r.details["note"]
     assert r.details["certificate"]["holds"]
     np.testing.assert_allclose(r.allocation, p.allocation, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("algorithm", ["newton", "ncp"])
+def test_time_limit_ends_with_status_time_limit(algorithm):
+    """A tiny time limit on a moderately sized instance: status ``time_limit`` soon after (a generous
+    bound, the machine may be loaded), never a claim of convergence."""
+    import time
+
+    inst = random_instance(1, 100, 16, 4, missing=0.0)
+    t0 = time.perf_counter()
+    r = solve(inst, "apf-vds", alpha=8, algorithm=algorithm, time_limit=0.5, gains=False)
+    assert time.perf_counter() - t0 < 30
+    assert r.status.value == "time_limit" and not r.status.ok
+    if algorithm == "newton":
+        assert r.details["newton"]["t_reached"] is None or r.details["newton"]["t_reached"] < 1
+        assert r.details["ncp_residual_scaled"] > 1e-9
