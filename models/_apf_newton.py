@@ -49,6 +49,7 @@ Newton cannot finish is halved and retried, a quick one doubles the next.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,6 +65,10 @@ MU_FLOOR = 1e-7
 NONMONOTONE = 5
 STALL = 40  # iterations without halving the merit norm: give up (the continuation halves its step)
 FINE = 1e-13  # Newton's own target below the certificate's tolerance
+LOG_PAIRS = True  # the pair's second side as log((Dλ)/m) (module docstring), not f/σ^f
+RHO0 = 1e-3  # ... linear below (Dλ)/m = RHO0 (where Dλ ≤ 0 the log is undefined)
+LOG_RHO0 = float(np.log(RHO0))
+log = logging.getLogger(__name__)
 __all__ = ["NewtonResult", "continuation", "coupling_rows", "newton", "scaled_residual"]
 
 
@@ -201,10 +206,12 @@ class NewtonResult:
 
 
 def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-10, max_iter: int = 100,
-           expired: Callable[[], bool] | None = None, mu: np.ndarray | None = None) -> NewtonResult:
+           expired: Callable[[], bool] | None = None, mu: np.ndarray | None = None,
+           log_pairs: bool | None = None) -> NewtonResult:
     """Regularised semismooth Newton on ``Φ = 0`` (module docstring) from ``(x, λ)``; ``ok`` when
     :func:`scaled_residual` ``≤ tol``."""
     a = _Arrays(game)
+    log_pairs = LOG_PAIRS if log_pairs is None else log_pairs
     xp, lv = a.pack(x, lam, mu)
     X0 = a.totals(xp)
     if (X0 <= 0).any():
@@ -216,9 +223,20 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
     sl_ = a.lam_scale(m)
     sc = np.where(a.cap > 0, a.cap, 1.0)
 
+    def side(f: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The pair's second side ``v`` and ``dv/dρ``, ``ρ = (Dλ)/m``: ``f/σ^f`` (``log_pairs`` off), else
+        ``log ρ`` (linear below ``RHO0``), the same sign as ``f``."""
+        if not log_pairs:
+            return f / sf, sf
+        rho = (f + m) / m
+        low = rho < RHO0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = np.where(low, LOG_RHO0 + (rho - RHO0) / RHO0, np.log(np.where(low, 1.0, rho)))
+        return v, np.where(low, RHO0, rho)
+
     def phi(xp: np.ndarray, lv: np.ndarray) -> tuple[np.ndarray, tuple]:
         f, sl, m, h = a.f(xp, lv)
-        u, v = xp / sx, f / sf
+        u, v = xp / sx, side(f, m)[0]
         p, q = lv / sl_, sl / sc
         return np.concatenate([np.hypot(u, v) - u - v, np.hypot(p, q) - p - q]), (f, sl, m, h)
 
@@ -252,7 +270,7 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
             break
         it += 1
         mu = min(1e-3, max(norm / np.sqrt(len(F)), MU_FLOOR))
-        u, v = xp / sx, f / sf
+        u, (v, drho) = xp / sx, side(f, m)
         r = np.hypot(u, v)
         with np.errstate(invalid="ignore", divide="ignore"):
             ap = np.where(r > 0, 1 - u / r, 1.0) + mu  # −∂φ/∂u, regularised
@@ -263,12 +281,16 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
             al = np.where(rl > 0, 1 - pl / rl, 1.0) + mu
             bl = np.where(rl > 0, 1 - ql / rl, 1.0)
         phx, phl = F[:npr], F[npr:]
-        # pairs: ap Δx/sx + bp Δf/sf = φ,  Δf = D Δλ + h ΔX  ⇒  Δx = w φ − Q (D Δλ + h ΔX)
+        # pairs: ap Δx/sx + bp Δv = φ with Δv = (D Δλ)/(m ρ̂) + (ρ/ρ̂)(h/m) ΔX (log form, ρ̂ = max(ρ, ρ0);
+        # f/σ^f: Δv = (D Δλ + h ΔX)/σ^f)  ⇒  Δx = w φ − q_D ∘ D Δλ − q_H ∘ h ΔX
         w = sx / ap
-        qv = w * bp / sf
-        Q = sp.diags(qv)
+        if log_pairs:
+            qv = w * bp / (m * drho)
+            qh = qv * (f + m) / m
+        else:
+            qv = qh = w * bp / sf
         H = sp.csr_matrix((h, (np.arange(npr), a.pn)), shape=(npr, N))
-        QD, QH = Q @ a.D, Q @ H
+        QD, QH = sp.diags(qv) @ a.D, sp.diags(qh) @ H
         wphi = w * phx
         # rows: al Δλ/sλ − bl (Dᵀ Δx)/c = φ
         Bl = sp.diags(bl / sc)
@@ -290,10 +312,13 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
             message = "Newton: singular system"
             break
         dl, dX = sol[:nr], sol[nr:]
-        dx = wphi - qv * (a.D @ dl + h * dX[a.pn])
+        dx = wphi - qv * (a.D @ dl) - qh * h * dX[a.pn]
         X = a.totals(xp)
         t = 1.0
         while t > 1e-10:
+            if expired is not None and t < 0.5 and expired():
+                t = 0.0
+                break
             xn, ln = xp + t * dx, lv + t * dl
             Xn = a.totals(xn)
             if (Xn >= 0.05 * X).all():
@@ -305,6 +330,9 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
         else:
             message = f"Newton: line search failed at residual {res:.1e}"
             break  # (after the certificate: round-off, the point is kept)
+        if t == 0.0:
+            message = "time limit"
+            break
         xp, lv, F, norm = xn, ln, Fn, nn
         trace.append(norm)
         if len(trace) > STALL and min(trace[-STALL:]) > 0.5 * min(trace[:-STALL]):
@@ -354,6 +382,9 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
                        expired=expired, mu=res.mu)  # μ is in the servers' own (unscaled) units
         history.append({"t": tn, "iterations": trial.iterations, "residual": trial.residual,
                         "ok": trial.ok})
+        log.info("apf-vds newton continuation: t = %.4f %s in %d iterations (residual %.1e, %.1f s)", tn,
+                 "certified" if trial.ok else "not certified", trial.iterations, trial.residual,
+                 time.perf_counter() - t0)
         if trial.ok:
             if progress is not None:
                 progress.update(tn - t)
