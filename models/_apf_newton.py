@@ -12,6 +12,14 @@ The NCP: ``0 ≤ λ_{i,r} ⊥ c_{i,r} − Σ_n x_{n,i} d_{n,r} ≥ 0`` and ``0 �
 with scales fixed at the start point (``σ^x_n = X_n``, ``σ^f`` the marginal ``g'/γ``, ``σ^λ`` the largest
 ``g'/(γ d)`` a user of the row could need) — the same solutions, every number of order one.
 
+**Log form** (``LOG_PAIRS``, the default): the pair's second side is ``v = log ρ_{n,i}``, ``ρ = (Σ_r
+λ_{i,r} d_{n,r})/m_{n,i}`` (``m = g'/γ``), continued linearly below ``ρ = RHO0`` (where ``Σ λ d ≤ 0`` the
+log is undefined) — the same sign as ``f`` (``f = m(ρ − 1)``), so the same solutions, and ``v ≈ f/m`` near
+them. With ``g' = (A/z)^α`` the side is ``log(Σλd) + α log X_n + const``: linear in ``log X``, where
+``f/σ^f`` is a power ``X^{−α}`` on which Newton's step can change ``X`` by at most a factor ``1 + 1/α``
+per iteration from below (and overshoots from above). Its linearisation is ``Δv = (Σ_r d Δλ)/(m ρ̂) +
+(ρ/ρ̂)(h/m) ΔX`` (``ρ̂ = max(ρ, RHO0)``): the elimination below is unchanged but for the two weights.
+
 **Newton step.** The branch of each min is the active set: a pair with ``x/σ^x > f/σ^f`` is *in the
 support* (its equation is ``f_{n,i} = 0``), the others have ``x_{n,i} = 0``; a row with ``λ/σ^λ > slack/c``
 is *saturated* (``slack = 0``), the others have ``λ = 0``. ``f_{n,i}`` depends on ``x`` only through the

@@ -548,7 +548,9 @@ def _recheck(alpha: Any, A: Any, B: Any) -> Any:
 
 LIMITS_HINT = "only algorithm=best-response (or newton/ncp, which then use it) supports task limits"
 BUDGET_HINT = "only algorithm=best-response (or newton/ncp, which then use it) supports budgets"
-NCP_SETUP_SECONDS_PER_PAIR = 4e-3  # Pyomo NCP + relaxation + NL file + CasADi function (1600 pairs: 5.9 s)
+# Pyomo NCP + relaxation + NL file + CasADi function, measured 1.4 s at 400 pairs, 5.9 s at 1600; the
+# fallback runs only with 4 times this left (Ipopt's iterations come on top)
+NCP_SETUP_SECONDS_PER_PAIR = 4e-3
 DEFAULT_ITER = {"best-response": 500, "ps-mfa": 5_000, "distributed": 100_000, "newton": 150}
 DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12, "newton": 1e-9}
 ROUTES_WITH_LIMITS = ("newton", "ncp", "best-response")
@@ -727,7 +729,10 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
     if algorithm == "ncp" and session.customize is not None:
         bounds = details.pop("_bounds")
     if polish and np.isfinite(a).all() and "polish" not in details and not exotic and algorithm != "newton":
-        x, lam, details["polish"] = newton_polish(game, x, lam, tight=tight)
+        if session.expired():  # (dense least squares: minutes at thousands of pairs, no deadline inside)
+            details["polish"] = {"polished": False, "reason": "time limit reached before the polish"}
+        else:
+            x, lam, details["polish"] = newton_polish(game, x, lam, tight=tight)
     if np.isfinite(a).all() and (not exotic or algorithm == "newton"):  # dimensionless (docs/…/apf-vds.md)
         details["ncp_residual_scaled"] = scaled_residual(game, x, lam, mu)
     lam = [li / scale[r.server] for li, r in zip(lam, game.rows)]  # back to the user's g
@@ -872,7 +877,7 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     details["_newton_point"] = (res.x, lam, res.mu, res.message)
     rem = session.remaining()
     setup = NCP_SETUP_SECONDS_PER_PAIR * int(inst.runnable.sum())
-    if rem is not None and rem < 2 * setup and not (inst.has_task_limits or inst.has_budgets):
+    if rem is not None and rem < 4 * setup and not (inst.has_task_limits or inst.has_budgets):
         # the Pyomo NCP's model, NL file and CasADi function are built before any limit can stop them
         details.pop("_newton_point")
         info["fallback"] = (f"newton not certified ({res.message}); the ncp fallback skipped: building it "
@@ -910,7 +915,7 @@ def _solve_ncp(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A
     polished: dict[str, Any] = {}
 
     def exact_from_here(tau: float) -> bool:
-        if not polish or tau > 1e-4 or edited:
+        if not polish or tau > 1e-4 or edited or session.expired():
             return False
         xp, lp, info = newton_polish(game, *_ncp_point(m, inst, game))
         if info["polished"] and info["residual_after"] <= 1e-10:

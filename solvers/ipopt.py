@@ -207,9 +207,10 @@ class CasadiIpopt:
         # the time limit is a deadline read by the iteration callback, not an Ipopt option: an option
         # that changes with every solve would rebuild (re-expand) the nlpsol every time, which on large
         # models costs more than the solves and is itself bounded by no limit
-        solver = self._nlpsol(opts)
         limit = None if time_limit is None else max(float(time_limit), 1e-3)
-        self._stop.deadline = None if limit is None else time.perf_counter() + limit
+        deadline = None if limit is None else time.perf_counter() + limit  # building counts too
+        solver = self._nlpsol(opts)
+        self._stop.deadline = deadline
         args: dict[str, Any] = {"x0": self.x_init, "lbx": self.lbx, "ubx": self.ubx,
                                 "lbg": self.lbg, "ubg": self.ubg}
         if warm_start and np.any(self.lam_g):
