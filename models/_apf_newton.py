@@ -76,6 +76,8 @@ FINE = 1e-13  # Newton's own target below the certificate's tolerance
 LOG_PAIRS = True  # the pair's second side as log((Dλ)/m) (module docstring), not f/σ^f
 RHO0 = 1e-3  # ... linear below (Dλ)/m = RHO0 (where Dλ ≤ 0 the log is undefined)
 LOG_RHO0 = float(np.log(RHO0))
+LEAP_BELOW = 1e-2  # continuation: once the step is halved below this, try leaps ...
+LEAP_FRACTIONS = (0.05, 0.15, 0.4, 1.0)  # ... of the rest of the path, once per point
 log = logging.getLogger(__name__)
 __all__ = ["NewtonResult", "continuation", "coupling_rows", "newton", "scaled_residual"]
 
@@ -341,6 +343,11 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
         if t == 0.0:
             message = "time limit"
             break
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("newton it %d: |Phi| %.3e -> %.3e, step %.1e, mu %.1e, LU residual %.1e, "
+                      "support %d, saturated %d", it, norm, nn, t, mu,
+                      np.linalg.norm(K @ sol - rhs) / max(np.linalg.norm(rhs), 1e-300),
+                      int((xp / sx > side(f, m)[0]).sum()), int((lv / sl_ > sl / sc).sum()))
         xp, lv, F, norm = xn, ln, Fn, nn
         trace.append(norm)
         if len(trace) > STALL and min(trace[-STALL:]) > 0.5 * min(trace[:-STALL]):
@@ -381,11 +388,13 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
     if not res.ok:
         return res, history
     t, step = 0.0, first_step
+    leaps: list[float] = []  # pending leaps past a point where small steps fail
+    leapt_from = -1.0
     while t < 1.0 and len(history) < max_steps:
         if expired is not None and expired():
             res.ok, res.message = False, "time limit"
             break
-        tn = min(1.0, t + step)
+        tn = leaps.pop(0) if leaps else min(1.0, t + step)
         trial = newton(make_game(tn), res.x, rescale(t, tn, res.lam), tol, max_iter=max_iter,
                        expired=expired, mu=res.mu)  # μ is in the servers' own (unscaled) units
         history.append({"t": tn, "iterations": trial.iterations, "residual": trial.residual,
@@ -396,11 +405,22 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
         if trial.ok:
             if progress is not None:
                 progress.update(tn - t)
+            if leaps or tn - t > 2 * step:  # a leap landed: go on from there at a moderate step
+                step, leaps = min(step * 4, tn - t), []
             t, res = tn, trial
             if trial.iterations <= 30:
                 step = min(1.0, 2 * step)
+        elif leaps:
+            continue
         else:
-            step = (tn - t) / 2
+            step = min(step, tn - t) / 2
+            if step < LEAP_BELOW and leapt_from != t:
+                # the path of solutions can have kinks (a pair entering or leaving a support) where
+                # Newton from the nearby certified point fails at every small step while a larger one
+                # lands past the kink (measured at 200 x 32: α = 8 → 8.05 failed, 8 → 9 certified)
+                leapt_from = t
+                leaps = [min(1.0, t + f * (1.0 - t)) for f in LEAP_FRACTIONS]
+                continue
             if step < 1e-4:
                 res = NewtonResult(res.x, res.lam, False, trial.iterations, trial.residual,
                                    f"continuation stalled at t = {t:.4f} ({trial.message})", res.mu)
