@@ -102,9 +102,10 @@ from fairalloc.models._perserver import (
 )
 from fairalloc.models._pools import pooled_utility, solve_on_pools
 from fairalloc.models.feasible import allocation, feasible_set, uniform_split
-from fairalloc.models.psdsf import ServerLeximin
+from fairalloc.models.psdsf import ServerLeximin, leximin_response
 from fairalloc.registry import Param, Solution, as_bool, as_float, as_floats, as_int, choice, mechanism
 from fairalloc.solvers import Session
+from fairalloc.solvers.outcome import SolveOutcome
 from fairalloc.status import Status, worst
 
 __all__ = ["ServerBestResponse", "build", "nash_conditions", "utility_parameters"]
@@ -352,14 +353,42 @@ class ServerBestResponse:
 TIGHT = {"tol": 1e-12, "bound_relax_factor": 0.0}
 
 
-def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray
-                     ) -> dict[int, ServerBestResponse | ServerLeximin]:
+class NumpyLeximin:
+    """Server ``i``'s PS-DSF best response (``α_i = inf``) in numpy: the weighted leximin of its users'
+    VDS given the other servers, by :func:`~fairalloc.models.psdsf.leximin_response` (the response of
+    ``ps-dsf``'s ``fast``; task limits and budgets as column caps). Used instead of the leximin LPs of
+    :class:`~fairalloc.models.psdsf.ServerLeximin` unless a ``customize`` hook edits those."""
+
+    def __init__(self, inst: Instance, i: int) -> None:
+        self.inst, self.i = inst, i
+        row = next(r for r in server_rows(inst) if r.server == i)
+        self.users = U = row.users
+        self._w = inst.weight[U] * inst.gamma[U, i]
+        self._D, self._c = row.demand[U], row.capacity
+        self._limited = coupled_users(inst, i, U)
+        self.hook_ub = None
+
+    def respond(self, x: np.ndarray, session: Session) -> tuple[np.ndarray, SolveOutcome]:
+        U = self.users
+        cap = None
+        if len(self._limited):
+            cap = np.full(len(U), np.inf)
+            cap[self._limited] = coupling_room(self.inst, x, self.i, U[self._limited])
+        col = np.zeros(self.inst.n_users)
+        col[U] = leximin_response(self._w, self._D, self._c, x[U].sum(axis=1) - x[U, self.i], cap=cap)
+        return col, SolveOutcome(status=Status.OPTIMAL, solver="numpy-leximin")
+
+
+def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray, lp: bool = True
+                     ) -> dict[int, ServerBestResponse | ServerLeximin | NumpyLeximin]:
     out: dict[int, Any] = {}
     for i in range(inst.n_servers):
         if not inst.runnable[:, i].any():
             continue
-        out[i] = (ServerLeximin(inst, i) if math.isinf(alpha[i])
-                  else ServerBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i])))
+        if math.isinf(alpha[i]):
+            out[i] = ServerLeximin(inst, i) if lp else NumpyLeximin(inst, i)
+        else:
+            out[i] = ServerBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i]))
     return out
 
 
@@ -376,7 +405,8 @@ def best_response(inst: Instance, session: Session, alpha: np.ndarray, A: np.nda
                   tol: float = 1e-9, max_iter: int = 500
                   ) -> tuple[np.ndarray, Status, dict[str, Any], dict[int, Any]]:
     """Gauss–Seidel sweeps of exact per-server best responses from the sharing-incentive point."""
-    responders = _make_responders(inst, alpha, A, B)
+    # α = inf servers: the numpy leximin (the LPs lost precision at 50 x 8), the LPs under a hook
+    responders = _make_responders(inst, alpha, A, B, lp=session.customize is not None)
     kkt, session.kkt = session.kkt, False  # per-sweep KKT residuals cost more than the solves
     try:
         return _sweeps(inst, session, responders, _start(inst), tol, max_iter)
@@ -405,7 +435,11 @@ def _sweeps(inst: Instance, session: Session, responders: dict[int, Any], x: np.
         if session.expired():
             status = Status.TIME_LIMIT
             break
-    return x, status, {"sweeps": len(history), "max_change": history}, responders
+    info: dict[str, Any] = {"sweeps": len(history), "max_change": history}
+    if not status.ok and history:
+        info["message"] = (f"best responses stopped ({status.value}) after {len(history)} sweeps, largest "
+                           f"change in the last {history[-1]:.1e}")
+    return x, status, info, responders
 
 
 # ---------------------------------------------------------------------- Nash conditions
