@@ -47,7 +47,8 @@ server ("servers with heterogeneous objectives", §3.4).
 ``best-response``
     Gauss–Seidel sweeps: each server solves its own concave problem (12)–(15) by Ipopt (a persistent
     model per server, the other servers' tasks as variables pinned by their bounds), servers with
-    ``α = inf`` solve PS-DSF's leximin LP instead; until no allocation moves by more than ``tol``.
+    ``α = inf`` compute PS-DSF's leximin response instead (numpy, :class:`NumpyLeximin`); until no
+    allocation moves by more than ``tol``.
 ``ps-mfa``
     [APF] Alg. I: projected descent on the merit function Ψ (:func:`~fairalloc.models._apf_ncp.ps_mfa`).
 ``distributed``
