@@ -356,6 +356,13 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
         recent = [*recent, norm][-NONMONOTONE:]
         f, sl, m, h = parts
         res = certify(xp, lv, m, f, sl)
+        if res <= tol and ((xp < 0).any() or (lv < 0).any()):
+            # what is returned is the point clipped to x, λ ≥ 0: certify that one (a pair at x = −1e-9
+            # that wants more passes the unclipped check and fails at x = 0)
+            xc, lc = np.maximum(xp, 0.0), np.maximum(lv, 0.0)
+            if (a.totals(xc) > 0).all():
+                fc, slc, mc, _ = a.f(xc, lc)
+                res = max(res, certify(xc, lc, mc, fc, slc))
         if res < best[0]:
             best = (res, xp, lv)
         if best[0] <= tol:
