@@ -12,6 +12,14 @@ The NCP: ``0 ≤ λ_{i,r} ⊥ c_{i,r} − Σ_n x_{n,i} d_{n,r} ≥ 0`` and ``0 �
 with scales fixed at the start point (``σ^x_n = X_n``, ``σ^f`` the marginal ``g'/γ``, ``σ^λ`` the largest
 ``g'/(γ d)`` a user of the row could need) — the same solutions, every number of order one.
 
+**Log form** (``LOG_PAIRS``, the default): the pair's second side is ``v = log ρ_{n,i}``, ``ρ = (Σ_r
+λ_{i,r} d_{n,r})/m_{n,i}`` (``m = g'/γ``), continued linearly below ``ρ = RHO0`` (where ``Σ λ d ≤ 0`` the
+log is undefined) — the same sign as ``f`` (``f = m(ρ − 1)``), so the same solutions, and ``v ≈ f/m`` near
+them. With ``g' = (A/z)^α`` the side is ``log(Σλd) + α log X_n + const``: linear in ``log X``, where
+``f/σ^f`` is a power ``X^{−α}`` on which Newton's step can change ``X`` by at most a factor ``1 + 1/α``
+per iteration from below (and overshoots from above). Its linearisation is ``Δv = (Σ_r d Δλ)/(m ρ̂) +
+(ρ/ρ̂)(h/m) ΔX`` (``ρ̂ = max(ρ, RHO0)``): the elimination below is unchanged but for the two weights.
+
 **Newton step.** The branch of each min is the active set: a pair with ``x/σ^x > f/σ^f`` is *in the
 support* (its equation is ``f_{n,i} = 0``), the others have ``x_{n,i} = 0``; a row with ``λ/σ^λ > slack/c``
 is *saturated* (``slack = 0``), the others have ``λ = 0``. ``f_{n,i}`` depends on ``x`` only through the
@@ -49,6 +57,7 @@ Newton cannot finish is halved and retried, a quick one doubles the next.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,6 +73,12 @@ MU_FLOOR = 1e-7
 NONMONOTONE = 5
 STALL = 40  # iterations without halving the merit norm: give up (the continuation halves its step)
 FINE = 1e-13  # Newton's own target below the certificate's tolerance
+LOG_PAIRS = True  # the pair's second side as log((Dλ)/m) (module docstring), not f/σ^f
+RHO0 = 1e-3  # ... linear below (Dλ)/m = RHO0 (where Dλ ≤ 0 the log is undefined)
+LOG_RHO0 = float(np.log(RHO0))
+LEAP_BELOW = 1e-2  # continuation: once the step is halved below this, try leaps ...
+LEAP_FRACTIONS = (0.05, 0.15, 0.4, 1.0)  # ... of the rest of the path, once per point
+log = logging.getLogger(__name__)
 __all__ = ["NewtonResult", "continuation", "coupling_rows", "newton", "scaled_residual"]
 
 
@@ -201,10 +216,12 @@ class NewtonResult:
 
 
 def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-10, max_iter: int = 100,
-           expired: Callable[[], bool] | None = None, mu: np.ndarray | None = None) -> NewtonResult:
+           expired: Callable[[], bool] | None = None, mu: np.ndarray | None = None,
+           log_pairs: bool | None = None) -> NewtonResult:
     """Regularised semismooth Newton on ``Φ = 0`` (module docstring) from ``(x, λ)``; ``ok`` when
     :func:`scaled_residual` ``≤ tol``."""
     a = _Arrays(game)
+    log_pairs = LOG_PAIRS if log_pairs is None else log_pairs
     xp, lv = a.pack(x, lam, mu)
     X0 = a.totals(xp)
     if (X0 <= 0).any():
@@ -216,9 +233,20 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
     sl_ = a.lam_scale(m)
     sc = np.where(a.cap > 0, a.cap, 1.0)
 
+    def side(f: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The pair's second side ``v`` and ``dv/dρ``, ``ρ = (Dλ)/m``: ``f/σ^f`` (``log_pairs`` off), else
+        ``log ρ`` (linear below ``RHO0``), the same sign as ``f``."""
+        if not log_pairs:
+            return f / sf, sf
+        rho = (f + m) / m
+        low = rho < RHO0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = np.where(low, LOG_RHO0 + (rho - RHO0) / RHO0, np.log(np.where(low, 1.0, rho)))
+        return v, np.where(low, RHO0, rho)
+
     def phi(xp: np.ndarray, lv: np.ndarray) -> tuple[np.ndarray, tuple]:
         f, sl, m, h = a.f(xp, lv)
-        u, v = xp / sx, f / sf
+        u, v = xp / sx, side(f, m)[0]
         p, q = lv / sl_, sl / sc
         return np.concatenate([np.hypot(u, v) - u - v, np.hypot(p, q) - p - q]), (f, sl, m, h)
 
@@ -252,7 +280,7 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
             break
         it += 1
         mu = min(1e-3, max(norm / np.sqrt(len(F)), MU_FLOOR))
-        u, v = xp / sx, f / sf
+        u, (v, drho) = xp / sx, side(f, m)
         r = np.hypot(u, v)
         with np.errstate(invalid="ignore", divide="ignore"):
             ap = np.where(r > 0, 1 - u / r, 1.0) + mu  # −∂φ/∂u, regularised
@@ -263,12 +291,16 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
             al = np.where(rl > 0, 1 - pl / rl, 1.0) + mu
             bl = np.where(rl > 0, 1 - ql / rl, 1.0)
         phx, phl = F[:npr], F[npr:]
-        # pairs: ap Δx/sx + bp Δf/sf = φ,  Δf = D Δλ + h ΔX  ⇒  Δx = w φ − Q (D Δλ + h ΔX)
+        # pairs: ap Δx/sx + bp Δv = φ with Δv = (D Δλ)/(m ρ̂) + (ρ/ρ̂)(h/m) ΔX (log form, ρ̂ = max(ρ, ρ0);
+        # f/σ^f: Δv = (D Δλ + h ΔX)/σ^f)  ⇒  Δx = w φ − q_D ∘ D Δλ − q_H ∘ h ΔX
         w = sx / ap
-        qv = w * bp / sf
-        Q = sp.diags(qv)
+        if log_pairs:
+            qv = w * bp / (m * drho)
+            qh = qv * (f + m) / m
+        else:
+            qv = qh = w * bp / sf
         H = sp.csr_matrix((h, (np.arange(npr), a.pn)), shape=(npr, N))
-        QD, QH = Q @ a.D, Q @ H
+        QD, QH = sp.diags(qv) @ a.D, sp.diags(qh) @ H
         wphi = w * phx
         # rows: al Δλ/sλ − bl (Dᵀ Δx)/c = φ
         Bl = sp.diags(bl / sc)
@@ -290,10 +322,13 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
             message = "Newton: singular system"
             break
         dl, dX = sol[:nr], sol[nr:]
-        dx = wphi - qv * (a.D @ dl + h * dX[a.pn])
+        dx = wphi - qv * (a.D @ dl) - qh * h * dX[a.pn]
         X = a.totals(xp)
         t = 1.0
         while t > 1e-10:
+            if expired is not None and t < 0.5 and expired():
+                t = 0.0
+                break
             xn, ln = xp + t * dx, lv + t * dl
             Xn = a.totals(xn)
             if (Xn >= 0.05 * X).all():
@@ -305,6 +340,14 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
         else:
             message = f"Newton: line search failed at residual {res:.1e}"
             break  # (after the certificate: round-off, the point is kept)
+        if t == 0.0:
+            message = "time limit"
+            break
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("newton it %d: |Phi| %.3e -> %.3e, step %.1e, mu %.1e, LU residual %.1e, "
+                      "support %d, saturated %d", it, norm, nn, t, mu,
+                      np.linalg.norm(K @ sol - rhs) / max(np.linalg.norm(rhs), 1e-300),
+                      int((xp / sx > side(f, m)[0]).sum()), int((lv / sl_ > sl / sc).sum()))
         xp, lv, F, norm = xn, ln, Fn, nn
         trace.append(norm)
         if len(trace) > STALL and min(trace[-STALL:]) > 0.5 * min(trace[:-STALL]):
@@ -313,6 +356,13 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
         recent = [*recent, norm][-NONMONOTONE:]
         f, sl, m, h = parts
         res = certify(xp, lv, m, f, sl)
+        if res <= tol and ((xp < 0).any() or (lv < 0).any()):
+            # what is returned is the point clipped to x, λ ≥ 0: certify that one (a pair at x = −1e-9
+            # that wants more passes the unclipped check and fails at x = 0)
+            xc, lc = np.maximum(xp, 0.0), np.maximum(lv, 0.0)
+            if (a.totals(xc) > 0).all():
+                fc, slc, mc, _ = a.f(xc, lc)
+                res = max(res, certify(xc, lc, mc, fc, slc))
         if res < best[0]:
             best = (res, xp, lv)
         if best[0] <= tol:
@@ -345,23 +395,39 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
     if not res.ok:
         return res, history
     t, step = 0.0, first_step
+    leaps: list[float] = []  # pending leaps past a point where small steps fail
+    leapt_from = -1.0
     while t < 1.0 and len(history) < max_steps:
         if expired is not None and expired():
             res.ok, res.message = False, "time limit"
             break
-        tn = min(1.0, t + step)
+        tn = leaps.pop(0) if leaps else min(1.0, t + step)
         trial = newton(make_game(tn), res.x, rescale(t, tn, res.lam), tol, max_iter=max_iter,
                        expired=expired, mu=res.mu)  # μ is in the servers' own (unscaled) units
         history.append({"t": tn, "iterations": trial.iterations, "residual": trial.residual,
                         "ok": trial.ok})
+        log.info("apf-vds newton continuation: t = %.4f %s in %d iterations (residual %.1e, %.1f s)", tn,
+                 "certified" if trial.ok else "not certified", trial.iterations, trial.residual,
+                 time.perf_counter() - t0)
         if trial.ok:
             if progress is not None:
                 progress.update(tn - t)
+            if leaps or tn - t > 2 * step:  # a leap landed: go on from there at a moderate step
+                step, leaps = min(step * 4, tn - t), []
             t, res = tn, trial
             if trial.iterations <= 30:
                 step = min(1.0, 2 * step)
+        elif leaps:
+            continue
         else:
-            step = (tn - t) / 2
+            step = min(step, tn - t) / 2
+            if step < LEAP_BELOW and leapt_from != t:
+                # the path of solutions can have kinks (a pair entering or leaving a support) where
+                # Newton from the nearby certified point fails at every small step while a larger one
+                # lands past the kink (measured at 200 x 32: α = 8 → 8.05 failed, 8 → 9 certified)
+                leapt_from = t
+                leaps = [min(1.0, t + f * (1.0 - t)) for f in LEAP_FRACTIONS]
+                continue
             if step < 1e-4:
                 res = NewtonResult(res.x, res.lam, False, trial.iterations, trial.residual,
                                    f"continuation stalled at t = {t:.4f} ({trial.message})", res.mu)

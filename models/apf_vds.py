@@ -35,8 +35,9 @@ server ("servers with heterogeneous objectives", §3.4).
     sharing-incentive point (41)) to the target ``(α_i, A_i, B_i)``. Certified by the dimensionless residual
     ``details["ncp_residual_scaled"]`` (:func:`~fairalloc.models._apf_newton.scaled_residual`) ``≤ tol``
     (default 1e-9); otherwise ``ncp`` runs instead (``details["newton"]["fallback"]``). Task limits and
-    budgets: the variational equilibrium (below); ``inf`` entries of ``alpha`` and ``customize`` hooks
-    keep their routes (best-response, ncp).
+    budgets: the variational equilibrium (below); ``alpha=inf`` at every server is PS-DSF, solved by
+    mechanism ``ps-dsf`` (``fast``); a mix of finite and ``inf`` entries, and ``customize`` hooks, keep
+    their routes (best-response, ncp).
 ``ncp``
     :func:`build` is the NCP as a Pyomo model — ``x[n,i] ⊥ f[n,i]`` and ``λ[i,r] ⊥ slack[i,r]`` as
     ``pyomo.mpec`` ``Complementarity`` components over χ (:mod:`~fairalloc.models.feasible`), with
@@ -46,7 +47,8 @@ server ("servers with heterogeneous objectives", §3.4).
 ``best-response``
     Gauss–Seidel sweeps: each server solves its own concave problem (12)–(15) by Ipopt (a persistent
     model per server, the other servers' tasks as variables pinned by their bounds), servers with
-    ``α = inf`` solve PS-DSF's leximin LP instead; until no allocation moves by more than ``tol``.
+    ``α = inf`` compute PS-DSF's leximin response instead (numpy, :class:`NumpyLeximin`); until no
+    allocation moves by more than ``tol``.
 ``ps-mfa``
     [APF] Alg. I: projected descent on the merit function Ψ (:func:`~fairalloc.models._apf_ncp.ps_mfa`).
 ``distributed``
@@ -101,9 +103,10 @@ from fairalloc.models._perserver import (
 )
 from fairalloc.models._pools import pooled_utility, solve_on_pools
 from fairalloc.models.feasible import allocation, feasible_set, uniform_split
-from fairalloc.models.psdsf import ServerLeximin
+from fairalloc.models.psdsf import ServerLeximin, leximin_response
 from fairalloc.registry import Param, Solution, as_bool, as_float, as_floats, as_int, choice, mechanism
 from fairalloc.solvers import Session
+from fairalloc.solvers.outcome import SolveOutcome
 from fairalloc.status import Status, worst
 
 __all__ = ["ServerBestResponse", "build", "nash_conditions", "utility_parameters"]
@@ -351,14 +354,42 @@ class ServerBestResponse:
 TIGHT = {"tol": 1e-12, "bound_relax_factor": 0.0}
 
 
-def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray
-                     ) -> dict[int, ServerBestResponse | ServerLeximin]:
+class NumpyLeximin:
+    """Server ``i``'s PS-DSF best response (``α_i = inf``) in numpy: the weighted leximin of its users'
+    VDS given the other servers, by :func:`~fairalloc.models.psdsf.leximin_response` (the response of
+    ``ps-dsf``'s ``fast``; task limits and budgets as column caps). Used instead of the leximin LPs of
+    :class:`~fairalloc.models.psdsf.ServerLeximin` unless a ``customize`` hook edits those."""
+
+    def __init__(self, inst: Instance, i: int) -> None:
+        self.inst, self.i = inst, i
+        row = next(r for r in server_rows(inst) if r.server == i)
+        self.users = U = row.users
+        self._w = inst.weight[U] * inst.gamma[U, i]
+        self._D, self._c = row.demand[U], row.capacity
+        self._limited = coupled_users(inst, i, U)
+        self.hook_ub = None
+
+    def respond(self, x: np.ndarray, session: Session) -> tuple[np.ndarray, SolveOutcome]:
+        U = self.users
+        cap = None
+        if len(self._limited):
+            cap = np.full(len(U), np.inf)
+            cap[self._limited] = coupling_room(self.inst, x, self.i, U[self._limited])
+        col = np.zeros(self.inst.n_users)
+        col[U] = leximin_response(self._w, self._D, self._c, x[U].sum(axis=1) - x[U, self.i], cap=cap)
+        return col, SolveOutcome(status=Status.OPTIMAL, solver="numpy-leximin")
+
+
+def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray, lp: bool = True
+                     ) -> dict[int, ServerBestResponse | ServerLeximin | NumpyLeximin]:
     out: dict[int, Any] = {}
     for i in range(inst.n_servers):
         if not inst.runnable[:, i].any():
             continue
-        out[i] = (ServerLeximin(inst, i) if math.isinf(alpha[i])
-                  else ServerBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i])))
+        if math.isinf(alpha[i]):
+            out[i] = ServerLeximin(inst, i) if lp else NumpyLeximin(inst, i)
+        else:
+            out[i] = ServerBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i]))
     return out
 
 
@@ -375,7 +406,8 @@ def best_response(inst: Instance, session: Session, alpha: np.ndarray, A: np.nda
                   tol: float = 1e-9, max_iter: int = 500
                   ) -> tuple[np.ndarray, Status, dict[str, Any], dict[int, Any]]:
     """Gauss–Seidel sweeps of exact per-server best responses from the sharing-incentive point."""
-    responders = _make_responders(inst, alpha, A, B)
+    # α = inf servers: the numpy leximin (the LPs lost precision at 50 x 8), the LPs under a hook
+    responders = _make_responders(inst, alpha, A, B, lp=session.customize is not None)
     kkt, session.kkt = session.kkt, False  # per-sweep KKT residuals cost more than the solves
     try:
         return _sweeps(inst, session, responders, _start(inst), tol, max_iter)
@@ -404,7 +436,11 @@ def _sweeps(inst: Instance, session: Session, responders: dict[int, Any], x: np.
         if session.expired():
             status = Status.TIME_LIMIT
             break
-    return x, status, {"sweeps": len(history), "max_change": history}, responders
+    info: dict[str, Any] = {"sweeps": len(history), "max_change": history}
+    if not status.ok and history:
+        info["message"] = (f"best responses stopped ({status.value}) after {len(history)} sweeps, largest "
+                           f"change in the last {history[-1]:.1e}")
+    return x, status, info, responders
 
 
 # ---------------------------------------------------------------------- Nash conditions
@@ -547,6 +583,9 @@ def _recheck(alpha: Any, A: Any, B: Any) -> Any:
 
 LIMITS_HINT = "only algorithm=best-response (or newton/ncp, which then use it) supports task limits"
 BUDGET_HINT = "only algorithm=best-response (or newton/ncp, which then use it) supports budgets"
+# Pyomo NCP + relaxation + NL file + CasADi function, measured 1.4 s at 400 pairs, 5.9 s at 1600; the
+# fallback runs only with 4 times this left (Ipopt's iterations come on top)
+NCP_SETUP_SECONDS_PER_PAIR = 4e-3
 DEFAULT_ITER = {"best-response": 500, "ps-mfa": 5_000, "distributed": 100_000, "newton": 150}
 DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12, "newton": 1e-9}
 ROUTES_WITH_LIMITS = ("newton", "ncp", "best-response")
@@ -562,7 +601,12 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
     :mod:`~fairalloc.models._pools`). Solved in normalised units
     (:func:`~fairalloc.models._perserver.normalized`: each resource in its largest capacity, each user's
     task in its best ``γ``), the same game with every number near 1; the allocation and the multipliers
-    are mapped back. A ``customize`` hook sees the instance's own units."""
+    are mapped back. A ``customize`` hook sees the instance's own units.
+
+    Every ``α_i = inf`` with ``newton`` or ``ncp``: the game is PS-DSF ([APF] Thm 2), solved by mechanism
+    ``ps-dsf`` with its ``fast`` algorithm (:func:`_as_psdsf`)."""
+    if algorithm in ("newton", "ncp") and np.isinf(utility_parameters(inst, alpha, A, B)[0]).all():
+        return _as_psdsf(inst, session, algorithm, pool)
     # pooled only without task limits and budgets (the even split's certificate with the shared
     # multipliers of the variational equilibrium is not written yet)
     if pool and session.customize is None and not (inst.has_task_limits or inst.has_budgets):
@@ -597,6 +641,20 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
     return sol
 
 
+def _as_psdsf(inst: Instance, session: Session, algorithm: str, pool: bool) -> Solution:
+    """Every ``α_i = inf``: PS-DSF itself — mechanism ``ps-dsf``, algorithm ``fast`` (one mechanism, one
+    place), its allocation, status and Thm 1 certificate (``details.certificate``), with a note."""
+    from fairalloc.models import psdsf
+
+    sol = psdsf.solve(inst, session, algorithm="fast", pool=pool)
+    sol.details = {**sol.details, "algorithm": "ps-dsf:fast", "alpha": [math.inf] * inst.n_servers,
+                   "psdsf_algorithm": sol.details.get("algorithm"),
+                   "note": f"alpha = inf at every server: αPF-VDS is PS-DSF ([APF] Thm 2); solved by "
+                           f"mechanism ps-dsf, algorithm=fast (asked: {algorithm}), certified by PS-DSF's "
+                           "Thm 1 certificate (details.certificate)"}
+    return sol
+
+
 def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorithm: str, tol: float,
            max_iter: int, epsilon: float, kappa: float, polish: bool, gains: bool) -> Solution:
     coupled = inst.has_task_limits or inst.has_budgets
@@ -618,7 +676,8 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
             algorithm = details["algorithm"] = "best-response"
             details["note"] = "alpha has inf entries: solved by best responses (PS-DSF leximin there)"
         elif algorithm != "best-response":
-            raise ParameterError(f"apf-vds: alpha=inf (PS-DSF) works only with algorithm=best-response, "
+            raise ParameterError(f"apf-vds: alpha with inf entries works only with algorithm=best-response "
+                                 f"(or newton/ncp: every entry inf is ps-dsf fast, a mix best-response), "
                                  f"not {algorithm}")
     scale = utility_scale(inst, a, A_, B_)
     As, Bs = _scaled(a, A_, B_, scale)  # the same game, numerically tame (see utility_scale)
@@ -651,6 +710,7 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
         if run is None:  # not certified: the Pyomo NCP (best responses when coupled), reason in details
             algorithm = details["algorithm"] = "best-response" if coupled else "ncp"
             if coupled:
+                details.pop("_newton_point", None)
                 details["newton"]["fallback"] = details["newton"]["fallback"].replace(
                     "algorithm=ncp", "algorithm=best-response")
         else:
@@ -658,7 +718,17 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
             if coupled:
                 _coupling_details(game, mu, details)
     if algorithm == "ncp":
+        newton_point = details.pop("_newton_point", None)
         run = _solve_ncp(inst, session, game, a, As, Bs, polish, details)
+        if newton_point is not None and (isinstance(run, Solution) or not run[2].ok):
+            # the fallback failed or ran out of time: keep whichever point is closer to an equilibrium
+            nx, nlam, nmu, nmsg = newton_point
+            theirs = math.inf if isinstance(run, Solution) else scaled_residual(game, run[0], run[1])
+            if scaled_residual(game, nx, nlam, nmu) <= theirs:
+                status = run.status if isinstance(run, Solution) else run[2]
+                run = (nx, nlam, status, f"ncp fallback ended {status.value}; returned newton's point "
+                                         f"({nmsg})")
+                details["newton"]["returned"] = "newton's point (closer than the ncp fallback's)"
         if isinstance(run, Solution):
             return run
         x, lam, status, message = run
@@ -694,7 +764,10 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
     if algorithm == "ncp" and session.customize is not None:
         bounds = details.pop("_bounds")
     if polish and np.isfinite(a).all() and "polish" not in details and not exotic and algorithm != "newton":
-        x, lam, details["polish"] = newton_polish(game, x, lam, tight=tight)
+        if session.expired():  # (dense least squares: minutes at thousands of pairs, no deadline inside)
+            details["polish"] = {"polished": False, "reason": "time limit reached before the polish"}
+        else:
+            x, lam, details["polish"] = newton_polish(game, x, lam, tight=tight)
     if np.isfinite(a).all() and (not exotic or algorithm == "newton"):  # dimensionless (docs/…/apf-vds.md)
         details["ncp_residual_scaled"] = scaled_residual(game, x, lam, mu)
     lam = [li / scale[r.server] for li, r in zip(lam, game.rows)]  # back to the user's g
@@ -822,15 +895,31 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
                                  g0.multipliers(x0) if not target_is_start else make(1.0).multipliers(x0),
                                  rescale, tol=tol, expired=session.expired, progress=bar, max_iter=cap,
                                  first_step=first)
+    reached = max((h["t"] for h in path if h["ok"]), default=None)
     info = {"iterations": int(sum(h["iterations"] for h in path)), "continuation": path,
-            "residual": res.residual, "seconds": time.perf_counter() - start}
+            "residual": res.residual, "t_reached": reached, "seconds": time.perf_counter() - start}
     details["newton"] = info
     details["iterations"] = info["iterations"]
     if res.ok:
         return res.x, res.lam, res.mu, Status.OPTIMAL, ""
-    info["fallback"] = f"newton not certified ({res.message}); solved by algorithm=ncp"
+    t_at = reached or 0.0
+    lam = res.lam if target_is_start or t_at == 1.0 else rescale(t_at, 1.0, res.lam)
     if session.expired():
-        return res.x, res.lam, res.mu, Status.TIME_LIMIT, f"newton: {res.message}"
+        # the last certified point of the path (t = t_reached; its residual for the target game is
+        # details.ncp_residual_scaled), never called converged
+        where = "no game of the path certified" if reached is None else f"last certified at t = {reached:.4f}"
+        return res.x, lam, res.mu, Status.TIME_LIMIT, f"newton: {res.message} ({where} of 1)"
+    details["_newton_point"] = (res.x, lam, res.mu, res.message)
+    rem = session.remaining()
+    setup = NCP_SETUP_SECONDS_PER_PAIR * int(inst.runnable.sum())
+    if rem is not None and rem < 4 * setup and not (inst.has_task_limits or inst.has_budgets):
+        # the Pyomo NCP's model, NL file and CasADi function are built before any limit can stop them
+        details.pop("_newton_point")
+        info["fallback"] = (f"newton not certified ({res.message}); the ncp fallback skipped: building it "
+                            f"takes about {setup:.0f} s here, {rem:.0f} s of the time limit left")
+        return res.x, lam, res.mu, Status.TIME_LIMIT, (f"newton: {res.message}; no time for the ncp "
+                                                       "fallback (details.newton.fallback)")
+    info["fallback"] = f"newton not certified ({res.message}); solved by algorithm=ncp"
     return None
 
 
@@ -861,7 +950,7 @@ def _solve_ncp(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A
     polished: dict[str, Any] = {}
 
     def exact_from_here(tau: float) -> bool:
-        if not polish or tau > 1e-4 or edited:
+        if not polish or tau > 1e-4 or edited or session.expired():
             return False
         xp, lp, info = newton_polish(game, *_ncp_point(m, inst, game))
         if info["polished"] and info["residual_after"] <= 1e-10:

@@ -152,6 +152,7 @@ class CasadiIpopt:
                                      float).reshape(-1, 2)
         self._nlp = {"x": casadi.vertcat(*nlp.x), "f": nlp.f, "g": casadi.vertcat(*nlp.g)}
         self._solver: Any = None
+        self._stop: _Deadline | None = None
         self._built_for: dict[str, Any] | None = None
         self.build_seconds = time.perf_counter() - t0
         self.lam_g = np.zeros(len(self.constraints))
@@ -162,9 +163,12 @@ class CasadiIpopt:
 
         if self._solver is None or self._built_for != opts:
             ipopt_opts = {"sb": "yes", "print_level": 0, **opts}
+            if self._stop is None:
+                self._stop = _Deadline(len(self.lbx), len(self.lbg))
             with c_output_off_stdout():
                 self._solver = casadi.nlpsol("fairalloc", "ipopt", self._nlp, {
-                    "expand": True, "print_time": False, "error_on_fail": False, "ipopt": ipopt_opts})
+                    "expand": True, "print_time": False, "error_on_fail": False, "ipopt": ipopt_opts,
+                    "iteration_callback": self._stop})
             self._built_for = dict(opts)
         return self._solver
 
@@ -200,9 +204,13 @@ class CasadiIpopt:
     def solve(self, time_limit: float | None = None, options: dict[str, Any] | None = None,
               kkt: bool = True, warm_start: bool = True) -> SolveOutcome:
         opts = {**self.options, **(options or {})}
-        if time_limit is not None:
-            opts["max_wall_time"] = max(float(time_limit), 1e-3)
+        # the time limit is a deadline read by the iteration callback, not an Ipopt option: an option
+        # that changes with every solve would rebuild (re-expand) the nlpsol every time, which on large
+        # models costs more than the solves and is itself bounded by no limit
+        limit = None if time_limit is None else max(float(time_limit), 1e-3)
+        deadline = None if limit is None else time.perf_counter() + limit  # building counts too
         solver = self._nlpsol(opts)
+        self._stop.deadline = deadline
         args: dict[str, Any] = {"x0": self.x_init, "lbx": self.lbx, "ubx": self.ubx,
                                 "lbg": self.lbg, "ubg": self.ubg}
         if warm_start and np.any(self.lam_g):
@@ -214,6 +222,8 @@ class CasadiIpopt:
         stats = solver.stats()
         rs = str(stats.get("return_status", "unknown"))
         status = _CASADI_STATUS.get(rs, Status.ERROR)
+        if rs == "User_Requested_Stop" and self._stop.stopped:
+            status, rs = Status.TIME_LIMIT, "Maximum_WallTime_Exceeded (deadline)"
         has_point = status in (Status.OPTIMAL, Status.CONVERGED, Status.ITERATION_LIMIT,
                                Status.TIME_LIMIT)
         out = SolveOutcome(status=status, solver=self.name, message=rs,
@@ -253,6 +263,69 @@ class CasadiIpopt:
             dsuf[c] = float(val)
         for v, val in zip(self.variables, rc):
             rsuf[v] = float(val)
+
+
+def _deadline_class() -> type:
+    import casadi
+
+    class Deadline(casadi.Callback):
+        """CasADi iteration callback: stops Ipopt (``User_Requested_Stop``) once ``deadline``
+        (``time.perf_counter()`` seconds) has passed; ``stopped`` says it did."""
+
+        def __init__(self, nx: int, ng: int) -> None:
+            casadi.Callback.__init__(self)
+            self.nx, self.ng = nx, ng
+            self._deadline: float | None = None
+            self.stopped = False
+            self.construct("fairalloc_deadline", {})
+
+        @property
+        def deadline(self) -> float | None:
+            return self._deadline
+
+        @deadline.setter
+        def deadline(self, value: float | None) -> None:
+            self._deadline, self.stopped = value, False
+
+        def get_n_in(self) -> int:
+            return casadi.nlpsol_n_out()
+
+        def get_n_out(self) -> int:
+            return 1
+
+        def get_name_in(self, i: int) -> str:
+            return casadi.nlpsol_out(i)
+
+        def get_name_out(self, i: int) -> str:
+            return "ret"
+
+        def get_sparsity_in(self, i: int) -> Any:
+            name = casadi.nlpsol_out(i)
+            if name == "f":
+                return casadi.Sparsity.scalar()
+            if name in ("x", "lam_x"):
+                return casadi.Sparsity.dense(self.nx)
+            if name in ("g", "lam_g"):
+                return casadi.Sparsity.dense(self.ng)
+            return casadi.Sparsity(0, 0)
+
+        def eval(self, arg: Any) -> list[int]:
+            if self._deadline is not None and time.perf_counter() > self._deadline:
+                self.stopped = True
+                return [1]
+            return [0]
+
+    return Deadline
+
+
+def _Deadline(nx: int, ng: int) -> Any:  # the class is made on first use (casadi is optional)
+    global _DEADLINE
+    if _DEADLINE is None:
+        _DEADLINE = _deadline_class()
+    return _DEADLINE(nx, ng)
+
+
+_DEADLINE: type | None = None
 
 
 class ExecutableIpopt:

@@ -133,9 +133,11 @@ def test_not_certified_falls_back_to_ncp(monkeypatch):
     assert r.status.ok
 
 
-def test_inf_alpha_keeps_its_route_and_limits_go_to_newton():
+def test_inf_alpha_is_psdsf_fast_and_limits_go_to_newton():
     inst = _inst(900, "plain", N=4, K=2)
-    assert solve(inst, "apf-vds", alpha="inf", gains=False).details["algorithm"] == "best-response"
+    assert solve(inst, "apf-vds", alpha="inf", gains=False).details["algorithm"] == "ps-dsf:fast"
+    mixed = solve(inst, "apf-vds", alpha="inf,2", gains=False)
+    assert mixed.details["algorithm"] == "best-response"
     lim = _inst(901, "limits", N=4, K=2)
     assert solve(lim, "apf-vds", alpha=2, gains=False).details["algorithm"] == "newton"
     r = solve(lim, "apf-vds", alpha=2, algorithm="ncp", gains=False)
@@ -235,3 +237,31 @@ def test_coupled_not_certified_falls_back_to_best_response(monkeypatch):
     assert r.details["algorithm"] == "best-response"
     assert "forced" in r.details["newton"]["fallback"] and "best-response" in r.details["newton"]["fallback"]
     assert r.status.ok and "limit_multipliers" not in r.details
+
+
+@pytest.mark.parametrize("fam", ["plain", "placement", "weights"])
+def test_every_alpha_inf_is_psdsf_fast(fam):
+    """α = inf at every server: the allocation, status and certificate of ``ps-dsf`` (``fast``)."""
+    inst = _inst(910, fam, N=12, K=4)
+    r = solve(inst, "apf-vds", alpha="inf", gains=False)
+    p = solve(inst, "ps-dsf", algorithm="fast")
+    assert r.status.ok and r.status.value != "error" and r.status == p.status
+    assert r.details["algorithm"] == "ps-dsf:fast" and "ps-dsf" in r.details["note"]
+    assert r.details["certificate"]["holds"]
+    np.testing.assert_allclose(r.allocation, p.allocation, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("algorithm", ["newton", "ncp"])
+def test_time_limit_ends_with_status_time_limit(algorithm):
+    """A tiny time limit on a moderately sized instance: status ``time_limit`` soon after (a generous
+    bound, the machine may be loaded), never a claim of convergence."""
+    import time
+
+    inst = random_instance(1, 100, 16, 4, missing=0.0)
+    t0 = time.perf_counter()
+    r = solve(inst, "apf-vds", alpha=8, algorithm=algorithm, time_limit=0.5, gains=False)
+    assert time.perf_counter() - t0 < 30
+    assert r.status.value == "time_limit" and not r.status.ok
+    if algorithm == "newton":
+        assert r.details["newton"]["t_reached"] is None or r.details["newton"]["t_reached"] < 1
+        assert r.details["ncp_residual_scaled"] > 1e-9

@@ -143,7 +143,10 @@ def test_time_shared_servers_give_psdsf(examples, alpha):
 def test_alpha_inf_is_psdsf_and_mixes_per_server(examples):
     inst = load_instance(examples / "psdsf-fig2.yaml")
     r = solve(inst, "apf-vds", alpha="inf")
-    assert r.details["algorithm"] == "best-response" and r.status.value == "converged"
+    assert r.details["algorithm"] == "ps-dsf:fast" and r.status.value == "converged"
+    br = solve(inst, "apf-vds", alpha="inf", algorithm="best-response")
+    assert br.details["algorithm"] == "best-response" and br.status.value == "converged"
+    np.testing.assert_allclose(br.tasks, [3.6, 3.6, 8, 8], rtol=1e-7)
     np.testing.assert_allclose(r.tasks, [3.6, 3.6, 8, 8], rtol=1e-7)
     mixed = solve(inst, "apf-vds", alpha="inf,1")
     assert mixed.status.value == "converged" and mixed.details["per_server_gain"]["s1"] is None
