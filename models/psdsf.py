@@ -359,10 +359,10 @@ def server_procedure(inst: Instance, x: np.ndarray, rows: ServerRows, tol: float
     return updates, True
 
 
-def algorithm_i(inst: Instance, tol: float = 1e-9, max_iter: int = 1000
+def algorithm_i(inst: Instance, tol: float = 1e-9, max_iter: int = 1000, session: Session | None = None
                 ) -> tuple[np.ndarray, Status, dict[str, Any]]:
     """Algorithm I of [PSDSF]: DRF per server, then server procedures in index order until a whole
-    round makes no update."""
+    round makes no update (or ``session``'s time is up: ``time_limit``, checked after every server)."""
     rows = server_rows(inst)
     x = np.zeros((inst.n_users, inst.n_servers))
     for r in rows:
@@ -377,6 +377,8 @@ def algorithm_i(inst: Instance, tol: float = 1e-9, max_iter: int = 1000
                 return x, Status.ITERATION_LIMIT, {"rounds": len(history) + 1, "updates": history,
                                                    "message": f"server {inst.servers[r.server]}: "
                                                               "server procedure did not finish"}
+            if session is not None and session.expired():
+                return x, Status.TIME_LIMIT, {"rounds": len(history) + 1, "updates": history}
         history.append(updates)
         log.info("ps-dsf Algorithm I: round %d, %d updates", len(history), updates)
         if updates == 0:
@@ -384,9 +386,10 @@ def algorithm_i(inst: Instance, tol: float = 1e-9, max_iter: int = 1000
     return x, Status.ITERATION_LIMIT, {"rounds": len(history), "updates": history}
 
 
-def distributed(inst: Instance, seed: int = 0, tol: float = 1e-9, max_iter: int = 1000
-                ) -> tuple[np.ndarray, Status, dict[str, Any]]:
-    """[PSDSF] §III-D: one server procedure per server per period, servers in a random order."""
+def distributed(inst: Instance, seed: int = 0, tol: float = 1e-9, max_iter: int = 1000,
+                session: Session | None = None) -> tuple[np.ndarray, Status, dict[str, Any]]:
+    """[PSDSF] §III-D: one server procedure per server per period, servers in a random order (until a
+    period makes no update, or ``session``'s time is up: ``time_limit``, checked after every period)."""
     rng = np.random.default_rng(seed)
     rows = server_rows(inst)
     x = np.zeros((inst.n_users, inst.n_servers))
@@ -411,6 +414,9 @@ def distributed(inst: Instance, seed: int = 0, tol: float = 1e-9, max_iter: int 
                            "tasks": x.sum(axis=1).tolist()})
         if updates == 0:
             status = Status.CONVERGED
+            break
+        if session is not None and session.expired():
+            status = Status.TIME_LIMIT
             break
     final = x.sum(axis=1)
     scale = max(1.0, float(np.abs(final).max(initial=0.0)))
@@ -845,11 +851,11 @@ def solve(inst: Instance, session: Session, algorithm: str = "fast", tol: float 
         x, status, info = best_response(inst, session, tol, max_iter)
         bounds = info.pop("column_bounds")
     elif algorithm == "paper":
-        x, status, info = algorithm_i(inst, min(tol, 1e-9), max_iter)
+        x, status, info = algorithm_i(inst, min(tol, 1e-9), max_iter, session)
     elif algorithm == "fast":
         x, status, info = fast(inst, session, min(tol, 1e-9), max_iter)
     else:
-        x, status, info = distributed(inst, seed, min(tol, 1e-9), max_iter)
+        x, status, info = distributed(inst, seed, min(tol, 1e-9), max_iter, session)
     edited = session.customize is not None
     split = None
     if status is Status.CONVERGED and not edited:  # one split per allocation (time-shared form)

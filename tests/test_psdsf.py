@@ -5,6 +5,7 @@ verification layer, independently of the mechanism) on random instances, and the
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -350,3 +351,13 @@ def test_certificate_names_each_failing_pair_and_the_first_bottleneck():
     cert = psdsf_certificate(inst, bad)
     assert not cert["holds"] and len(cert["failures"]) == int(inst.runnable.sum())
     assert all(f["reason"] == "no saturated resource it demands" for f in cert["failures"])
+
+
+@pytest.mark.parametrize("algorithm", ["paper", "distributed", "fast"])
+def test_time_limit_ends_with_status_time_limit(algorithm):
+    """Every algorithm honours the time limit with an honest status (Algorithm I took 70 s here)."""
+    inst = random_instance(1, 100, 16, 4, missing=0.0)
+    t0 = time.perf_counter()
+    r = solve(inst, "ps-dsf", algorithm=algorithm, time_limit=0.5)
+    assert r.status.value == "time_limit"
+    assert time.perf_counter() - t0 < 30  # a generous bound: the point is that it returns at all
