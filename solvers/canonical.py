@@ -185,8 +185,9 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
     lp.num_col_, lp.num_row_ = n_col, A.shape[0]
     lp.col_cost_ = hashed
     lp.sense_ = highspy.ObjSense.kMaximize
-    lp.col_lower_, lp.col_upper_ = _inf(col_lb / col_s), _inf(col_ub / col_s)
-    lp.row_lower_, lp.row_upper_ = _inf(row_lb * row_s), _inf(row_ub * row_s)
+    clo, cup = _inf(col_lb / col_s), _inf(col_ub / col_s)
+    rlo, rup = _inf(row_lb * row_s), _inf(row_ub * row_s)
+    lp.col_lower_, lp.col_upper_, lp.row_lower_, lp.row_upper_ = clo, cup, rlo, rup
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
     lp.a_matrix_.start_ = A.indptr.astype(np.int32)
     lp.a_matrix_.index_ = A.indices.astype(np.int32)
@@ -196,15 +197,24 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
         h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
     # as the bridge does: dual simplex for small LPs, interior point + crossover (a vertex) above
     h.setOptionValue("solver", "ipm" if n_col >= IPM_ABOVE else "simplex")
-    h.passModel(lp)
+    sift = sifting == "on" or (sifting == "auto" and n_col >= SIFT_ABOVE)
+    if not sift:
+        h.passModel(lp)
     build_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     sifted = None
-    if sifting == "on" or (sifting == "auto" and n_col >= SIFT_ABOVE):
-        # the model's current point (the last LP's vertex) is on the face: its support starts the pool
-        sift = Sifter(h, algorithm="choose")
-        sift.start = np.array([v.value or 0.0 for v in form.variables], float) / col_s
-        sifted = sift.solve(time_limit, {})
+    if sift:
+        # the model's current point (the last LP's vertex) is on the face: its support starts the pool;
+        # the sifter reads the LP from these arrays (HiGHS gets the full LP only if it falls back)
+        Ac = sp.csc_array(A)
+        Ac.sort_indices()
+        L = {"A": Ac, "c": np.asarray(hashed, float), "lb": clo, "ub": cup, "rl": rlo, "ru": rup,
+             "sense": highspy.ObjSense.kMaximize, "offset": 0.0}
+        sifter = Sifter(h, algorithm="choose", lp=L)
+        sifter.start = np.fromiter((v.value or 0.0 for v in form.variables), float, n_col) / col_s
+        sifted = sifter.solve(time_limit, {})
+        if sifted is None:
+            h.passModel(lp)
     if sifted is not None:
         ms, iters = sifted["status"], int(sifted["iterations"])
         objective = sifted.get("objective")
