@@ -229,11 +229,22 @@ class HighsBridge:
         lp.a_matrix_.start_ = f.A.indptr
         lp.a_matrix_.index_ = f.A.indices
         rows = np.repeat(np.arange(f.A.shape[0]), np.diff(f.A.indptr))
-        lp.a_matrix_.value_ = f.A.data * R[rows] * C[f.A.indices]
+        lp.a_matrix_.value_ = vals = f.A.data * R[rows] * C[f.A.indices]
+        # the same arrays for the first sifted solve (read back from HiGHS after any update)
+        A = sp.csc_array(sp.csr_array((vals, f.A.indices, f.A.indptr), f.A.shape))
+        A.sort_indices()
+        self._passed: dict[str, Any] | None = {
+            "A": A, "c": f.c * C * self.K, "lb": _inf(f.col_lb / C), "ub": _inf(f.col_ub / C),
+            "rl": _inf(f.row_lb * R), "ru": _inf(f.row_ub * R), "sense": lp.sense_,
+            "offset": float(f.c0 * self.K)} if self._sifts_first() else None
         if f.integer.any():
             lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
                                for i in f.integer]
         self.h.passModel(lp)
+
+    def _sifts_first(self) -> bool:
+        return not self.form.integer.any() and (self.sifting == "on" or (
+            self.sifting == "auto" and self.form.shape[1] >= SIFT_ABOVE))
 
     @property
     def is_mip(self) -> bool:
@@ -254,6 +265,7 @@ class HighsBridge:
         is the same (Pyomo expressions are immutable; ``set_value`` replaces them), so only rows
         with mutable bounds are evaluated again: iterative mechanisms call this after every LP.
         """
+        self._passed = None
         f = self.form
         seen = np.zeros(len(f.constraints), bool)
         new: list[Any] = []
@@ -334,6 +346,7 @@ class HighsBridge:
 
     def _grow_matrix(self, rows: list[tuple[np.ndarray, np.ndarray]]) -> None:
         """Keep the cached matrix in step with HiGHS: new columns, then ``rows`` appended."""
+        self._passed = None
         f = self.form
         A = sp.csr_array((f.A.data, f.A.indices, f.A.indptr), shape=(f.A.shape[0], len(f.variables)))
         if rows:
@@ -398,6 +411,7 @@ class HighsBridge:
         """Re-read the coefficients, constants and bounds of existing ``constraints`` (e.g. after a
         mutable ``Param`` used as a coefficient or an offset changed). Only coefficients that
         differ are sent to HiGHS."""
+        self._passed = None
         f = self.form
         idx = np.empty(len(constraints), np.int64)
         lo = np.empty(len(constraints))
@@ -538,6 +552,7 @@ class HighsBridge:
         """:class:`Sifter` on the full LP; falls back to the full solve when the restricted LP fails."""
         if self._sift is None:
             self._sift = Sifter(self.h, self.user_options, self.algorithm)
+        self._sift.given, self._passed = self._passed, None  # what HiGHS holds, if nothing changed
         if self.x.size == self.form.shape[1]:
             self._sift.start = self.x / self.C
         t0 = time.perf_counter()
@@ -725,8 +740,9 @@ class Sifter:
 
     # -- the full LP as HiGHS holds it (HiGHS's units)
     def _read(self) -> dict[str, Any]:
-        if self.given is not None:
-            return self.given
+        if self.given is not None:  # once: later solves read what HiGHS holds then
+            L, self.given = self.given, None
+            return L
         lp = self.full.getLp()
         m, n = lp.num_row_, lp.num_col_
         a = lp.a_matrix_

@@ -143,8 +143,10 @@ def test_sifting_coefficient_change_keeps_pool() -> None:
     mdl = pyo.ConcreteModel()
     mdl.x = pyo.Var(range(n), bounds=(0, None))
     mdl.k = pyo.Param(range(n), mutable=True, initialize=lambda b, j: float(rng.uniform(0.5, 1.5)))
-    mdl.cap = pyo.Constraint(range(m), rule=lambda b, i: sum(A[i, j] * b.k[j] * b.x[j] for j in range(n)) <= 1)
-    mdl.obj = pyo.Objective(expr=sum(rng.uniform(0.1, 1) * mdl.x[j] for j in range(n)), sense=pyo.maximize)
+    mdl.cap = pyo.Constraint(range(m), rule=lambda b, i: sum(A[i, j] * b.k[j] * b.x[j]
+                                                             for j in range(n)) <= 1)
+    c = rng.uniform(0.1, 1, n)
+    mdl.obj = pyo.Objective(expr=sum(c[j] * mdl.x[j] for j in range(n)), sense=pyo.maximize)
     br = HighsBridge(mdl, options={"sifting": "on"})
     br.solve()
     for j in range(n):
