@@ -540,7 +540,7 @@ class HighsBridge:
         return out
 
     def _use_sifting(self, mode: str, options: dict[str, Any]) -> bool:
-        if mode == "off" or self.is_mip:
+        if mode == "off" or self.is_mip or (self._sift is not None and self._sift.gave_up):
             return False
         if mode == "auto" and self.form.shape[1] < SIFT_ABOVE:
             # every solve of a wide LP: at 1024x128 mixed (TSF-ER) sifting every round took 0.71x
@@ -716,10 +716,14 @@ class Sifter:
 
     PER_ROW = 8
     CAP_PER_ROW = 4  # columns added per pricing round: at most this many times the rows in all
-    PRICE_PER_ROW = 4  # ... and, of the columns that price out, the best few of each row
-    DROP_AFTER = 2  # pool columns nonbasic at 0 with a reduced cost past DROP_TOL for this many
-    DROP_TOL = 1e-7  # restricted solves in a row leave the pool (they are priced again every round)
-    DROP_ABOVE = 2  # ... once the pool holds more than this many times the rows
+    # of the columns that price out, the best PRICE_PER_ROW of each row (None: the CAP_PER_ROW·rows
+    # best overall). Off: at 1024x128 mixed (tsf-er) 4 per row with DROP_AFTER = 2 took 96 s in the
+    # max-min LPs' restricted solves against 69 s for the 4·rows best overall (under load, once each)
+    PRICE_PER_ROW: int | None = None
+    DROP_AFTER: int | None = None  # pool columns nonbasic at 0 with a reduced cost past DROP_TOL for
+    DROP_TOL = 1e-7  # this many restricted solves in a row leave the pool (None: never; they are
+    DROP_ABOVE = 2  # priced again every round) once the pool holds more than DROP_ABOVE·rows columns
+    MAX_ROUNDS: int | None = None  # restricted solves in one solve before giving up (None: never)
     RESOLVE_STRATEGY = 4  # simplex_strategy of warm re-solves (4: primal; the basis stays primal feasible)
     RESOLVE_IPM_ABOVE: int | None = None  # pool size from which re-solves use IPM (None: never)
 
@@ -734,6 +738,7 @@ class Sifter:
         self.pool = np.zeros(0, np.int64)  # full column index of each restricted column
         self.in_pool = np.zeros(0, bool)
         self.age = np.zeros(0, np.int64)  # restricted solves each pool column has sat out (see _drop)
+        self.gave_up = False  # MAX_ROUNDS was reached: the bridge solves the full LP from then on
         self._key: tuple[Any, ...] | None = None
         self.stats: dict[str, Any] = {"solves": 0, "rounds": 0, "pool": 0, "fallbacks": 0, "dropped": 0,
                                       "coefficients": 0}
@@ -828,6 +833,8 @@ class Sifter:
         attractive comes back: the answer is the full LP's."""
         h = self.hr
         assert h is not None
+        if self.DROP_AFTER is None:
+            return
         st = np.asarray(h.getBasis().col_status, dtype=object)
         lower = np.fromiter((s == highspy.HighsBasisStatus.kLower for s in st), bool, st.size)
         out = lower & (L["lb"][self.pool] == 0) & (sense * col_dual > self.DROP_TOL)
@@ -850,8 +857,8 @@ class Sifter:
         ``CAP_PER_ROW`` times the rows."""
         m = A.shape[0]
         cap = max(self.CAP_PER_ROW * m, 1000)
-        S = sp.csr_array(A[:, bad])
-        if S.nnz:
+        S = sp.csr_array(A[:, bad]) if self.PRICE_PER_ROW else None
+        if S is not None and S.nnz:
             r_of = np.repeat(np.arange(m), np.diff(S.indptr))
             order = np.lexsort((score[bad][S.indices], r_of))
             rank = np.arange(order.size) - S.indptr[r_of[order]]
@@ -965,6 +972,13 @@ class Sifter:
             bad = np.flatnonzero(free0 & ~self.in_pool & (sense * d < -tol))
             if not bad.size:
                 break
+            if self.MAX_ROUNDS is not None and rounds >= self.MAX_ROUNDS:
+                # the pool keeps missing columns (a later progressive-filling round that reshuffles
+                # frozen users): the full LP instead, for this solve and every later one
+                self.gave_up = True
+                log.debug("sifting: %d restricted solves and %d columns still price out; the full LP "
+                          "from now on", rounds, bad.size)
+                return None
             self._drop(L, sense, np.asarray(sol.col_dual, float))
             self._add(L, self._pick(A, bad, sense * d))
         x = np.zeros(A.shape[1])
