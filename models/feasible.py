@@ -36,13 +36,13 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyomo.environ as pyo
-from pyomo.common.collections import ComponentMap
 from pyomo.common.gc_manager import PauseGC
 
 from fairalloc.instance import Instance
+from fairalloc.solvers.canonical import ColumnScale
 from fairalloc.solvers.linear import VarFamily, array_sum
 
-__all__ = ["allocation", "allocation_scale", "feasible_set", "name_hash", "pair_index"]
+__all__ = ["allocation", "allocation_scale", "feasible_set", "name_hash", "name_hashes", "pair_index"]
 
 
 def pair_index(inst: Instance, servers: Sequence[int] | None = None) -> np.ndarray:
@@ -151,16 +151,31 @@ def name_hash(user: str, server: str) -> float:
     return 1.0 + int.from_bytes(digest, "big") / 2.0**64
 
 
-def allocation_scale(chi: pyo.Block, inst: Instance) -> ComponentMap:
-    """``{x[n,i]: (η_n, h[n,i])}`` (a Pyomo ``ComponentMap``): each allocation variable with its user's
-    own scale and the pair's hashed weight, for the canonical tie-break
-    (:mod:`fairalloc.solvers.canonical`), which maximises ``Σ h[n,i]·x[n,i]/η_n`` on the face of optima."""
+def name_hashes(users: Sequence[str], servers: Sequence[str], pairs: np.ndarray) -> np.ndarray:
+    """:func:`name_hash` of every pair ``(users[n], servers[i])`` of ``pairs`` (the same numbers;
+    each user's prefix is hashed once and copied, the digests converted in one numpy call)."""
+    if not len(pairs):
+        return np.zeros(0)
+    b2 = hashlib.blake2b
+    pre = [b2(f"{u}\x00".encode(), digest_size=8) for u in users]
+    enc = [str(s).encode() for s in servers]
+    out = []
+    for n, i in pairs.tolist():
+        h = pre[n].copy()
+        h.update(enc[i])
+        out.append(h.digest())
+    return 1.0 + np.frombuffer(b"".join(out), ">u8").astype(np.float64) / 2.0**64
+
+
+def allocation_scale(chi: pyo.Block, inst: Instance) -> ColumnScale:
+    """``{x[n,i]: (η_n, h[n,i])}`` (a :class:`~fairalloc.solvers.canonical.ColumnScale`, a mapping held
+    as arrays): each allocation variable with its user's own scale and the pair's hashed weight, for
+    the canonical tie-break (:mod:`fairalloc.solvers.canonical`), which maximises
+    ``Σ h[n,i]·x[n,i]/η_n`` on the face of optima. Users with ``η_n = 0`` are left out."""
     eta = np.asarray(inst.eta, float)
-    out = ComponentMap()
-    for v, (n, i) in zip(chi.family.variables, chi.pairs.tolist()):
-        if eta[n] > 0:
-            out[v] = (float(eta[n]), name_hash(inst.users[n], inst.servers[i]))
-    return out
+    n = chi.pairs[:, 0] if len(chi.pairs) else np.zeros(0, int)
+    h = name_hashes([str(u) for u in inst.users], [str(s) for s in inst.servers], chi.pairs)
+    return ColumnScale(chi.family.variables, eta[n], h, group=n)
 
 
 def uniform_split(inst: Instance) -> np.ndarray:

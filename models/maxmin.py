@@ -297,6 +297,14 @@ def pinned_scale(canonical: Any) -> Any:
     tasks there. Users at 0 keep ``η_n``."""
     from pyomo.common.collections import ComponentMap
 
+    from fairalloc.solvers.canonical import ColumnScale
+
+    if isinstance(canonical, ColumnScale) and canonical.group is not None:
+        # the same sums, in the same order, on arrays
+        g = canonical.group
+        tot = np.bincount(g, weights=np.maximum(0.0, canonical.values_now()), minlength=int(g.max(
+            initial=-1)) + 1)[g]
+        return canonical.with_scale(np.where(tot > 0, tot, canonical.s))
     totals: dict[Any, float] = {}
     for v in canonical:
         u = v.index()[0]

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import highspy
@@ -57,7 +57,7 @@ from fairalloc.solvers.outcome import SolveOutcome
 from fairalloc.solvers.quiet import c_output_off_stdout
 from fairalloc.status import Status
 
-__all__ = ["FACE_REL", "FACE_SLACKS", "RULE", "canonical_point"]
+__all__ = ["FACE_REL", "FACE_SLACKS", "RULE", "ColumnScale", "canonical_point"]
 
 RULE = "vertex of the optimal face maximising Σ h·x/η (h: hash of the user and server names)"
 
@@ -67,6 +67,61 @@ log = logging.getLogger(__name__)
 # the LP's optimum (known to the solver's tolerance) makes the face row infeasible
 FACE_SLACKS = (1e-12, 1e-9, 1e-7)
 FACE_REL = FACE_SLACKS[0]
+
+
+class ColumnScale(Mapping[Any, tuple[float, float]]):
+    """``{variable: (s, h)}`` held as arrays aligned with a list of variables: the mapping
+    :func:`canonical_point` takes, without a Python object per entry (10⁵ allocation variables at
+    1024 users × 128 servers). Only entries with ``s > 0`` are kept. ``group`` (optional) numbers
+    each entry's user, for :meth:`per_group_totals`. Looking a variable up builds an index once."""
+
+    def __init__(self, variables: Sequence[Any], s: np.ndarray, h: np.ndarray,
+                 group: np.ndarray | None = None) -> None:
+        s, h = np.asarray(s, float), np.asarray(h, float)
+        keep = s > 0
+        if keep.all():
+            self.variables = list(variables)
+        else:
+            self.variables = [v for v, k in zip(variables, keep.tolist()) if k]
+        self.s, self.h = s[keep], h[keep]
+        self.group = None if group is None else np.asarray(group)[keep]
+        self._pos: dict[int, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.variables)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.variables)
+
+    def __getitem__(self, v: Any) -> tuple[float, float]:
+        if self._pos is None:
+            self._pos = {id(u): k for k, u in enumerate(self.variables)}
+        k = self._pos.get(id(v))
+        if k is None or self.variables[k] is not v:
+            raise KeyError(v)
+        return float(self.s[k]), float(self.h[k])
+
+    def values_now(self) -> np.ndarray:
+        """The variables' current values (0 for a variable without one)."""
+        return np.fromiter((v.value or 0.0 for v in self.variables), float, len(self.variables))
+
+    def with_scale(self, s: np.ndarray) -> ColumnScale:
+        """The same variables and weights ``h`` with scales ``s``."""
+        out = ColumnScale.__new__(ColumnScale)
+        out.variables, out.h, out.group, out._pos = self.variables, self.h, self.group, self._pos
+        out.s = np.asarray(s, float)
+        return out
+
+    def columns(self, form: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(weights 1/s, h)`` per column of the compiled ``form`` (0 for columns not in the map)."""
+        n_col = form.A.shape[1]
+        weights, hashed = np.zeros(n_col), np.zeros(n_col)
+        get = form.columns.index.get
+        cols = np.fromiter((get(id(v), -1) for v in self.variables), np.int64, len(self.variables))
+        ok = cols >= 0
+        weights[cols[ok]] = 1.0 / self.s[ok]
+        hashed[cols[ok]] = self.h[ok]
+        return weights, hashed
 
 
 def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
@@ -88,12 +143,14 @@ def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
         vals = np.array([v.value if v.value is not None else 0.0 for v in form.variables])
         fixed = np.round(vals[form.integer])
         col_lb[form.integer] = col_ub[form.integer] = fixed
-    weights = np.zeros(n_col)  # 1/s_n on the allocation's columns, 0 elsewhere
-    hashed = np.zeros(n_col)
-    for j, v in enumerate(form.variables):
-        sh = scale.get(v)
-        if sh is not None and sh[0] > 0:
-            weights[j], hashed[j] = 1.0 / sh[0], sh[1]
+    if isinstance(scale, ColumnScale):
+        weights, hashed = scale.columns(form)  # 1/s_n on the allocation's columns, 0 elsewhere
+    else:
+        weights, hashed = np.zeros(n_col), np.zeros(n_col)
+        for j, v in enumerate(form.variables):
+            sh = scale.get(v)
+            if sh is not None and sh[0] > 0:
+                weights[j], hashed[j] = 1.0 / sh[0], sh[1]
     out = None
     for rel in FACE_SLACKS if objective_value is not None else (None,):
         out = _solve_tiebreak(form, weights, hashed, col_lb, col_ub, objective_value, rel, time_limit, t0,
@@ -128,8 +185,9 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
     lp.num_col_, lp.num_row_ = n_col, A.shape[0]
     lp.col_cost_ = hashed
     lp.sense_ = highspy.ObjSense.kMaximize
-    lp.col_lower_, lp.col_upper_ = _inf(col_lb / col_s), _inf(col_ub / col_s)
-    lp.row_lower_, lp.row_upper_ = _inf(row_lb * row_s), _inf(row_ub * row_s)
+    clo, cup = _inf(col_lb / col_s), _inf(col_ub / col_s)
+    rlo, rup = _inf(row_lb * row_s), _inf(row_ub * row_s)
+    lp.col_lower_, lp.col_upper_, lp.row_lower_, lp.row_upper_ = clo, cup, rlo, rup
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
     lp.a_matrix_.start_ = A.indptr.astype(np.int32)
     lp.a_matrix_.index_ = A.indices.astype(np.int32)
@@ -139,15 +197,24 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
         h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
     # as the bridge does: dual simplex for small LPs, interior point + crossover (a vertex) above
     h.setOptionValue("solver", "ipm" if n_col >= IPM_ABOVE else "simplex")
-    h.passModel(lp)
+    sift = sifting == "on" or (sifting == "auto" and n_col >= SIFT_ABOVE)
+    if not sift:
+        h.passModel(lp)
     build_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     sifted = None
-    if sifting == "on" or (sifting == "auto" and n_col >= SIFT_ABOVE):
-        # the model's current point (the last LP's vertex) is on the face: its support starts the pool
-        sift = Sifter(h, algorithm="choose")
-        sift.start = np.array([v.value or 0.0 for v in form.variables], float) / col_s
-        sifted = sift.solve(time_limit, {})
+    if sift:
+        # the model's current point (the last LP's vertex) is on the face: its support starts the pool;
+        # the sifter reads the LP from these arrays (HiGHS gets the full LP only if it falls back)
+        Ac = sp.csc_array(A)
+        Ac.sort_indices()
+        L = {"A": Ac, "c": np.asarray(hashed, float), "lb": clo, "ub": cup, "rl": rlo, "ru": rup,
+             "sense": highspy.ObjSense.kMaximize, "offset": 0.0}
+        sifter = Sifter(h, algorithm="choose", lp=L)
+        sifter.start = np.fromiter((v.value or 0.0 for v in form.variables), float, n_col) / col_s
+        sifted = sifter.solve(time_limit, {})
+        if sifted is None:
+            h.passModel(lp)
     if sifted is not None:
         ms, iters = sifted["status"], int(sifted["iterations"])
         objective = sifted.get("objective")

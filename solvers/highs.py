@@ -229,11 +229,22 @@ class HighsBridge:
         lp.a_matrix_.start_ = f.A.indptr
         lp.a_matrix_.index_ = f.A.indices
         rows = np.repeat(np.arange(f.A.shape[0]), np.diff(f.A.indptr))
-        lp.a_matrix_.value_ = f.A.data * R[rows] * C[f.A.indices]
+        lp.a_matrix_.value_ = vals = f.A.data * R[rows] * C[f.A.indices]
+        # the same arrays for the first sifted solve (read back from HiGHS after any update)
+        A = sp.csc_array(sp.csr_array((vals, f.A.indices, f.A.indptr), f.A.shape))
+        A.sort_indices()
+        self._passed: dict[str, Any] | None = {
+            "A": A, "c": f.c * C * self.K, "lb": _inf(f.col_lb / C), "ub": _inf(f.col_ub / C),
+            "rl": _inf(f.row_lb * R), "ru": _inf(f.row_ub * R), "sense": lp.sense_,
+            "offset": float(f.c0 * self.K)} if self._sifts_first() else None
         if f.integer.any():
             lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
                                for i in f.integer]
         self.h.passModel(lp)
+
+    def _sifts_first(self) -> bool:
+        return not self.form.integer.any() and (self.sifting == "on" or (
+            self.sifting == "auto" and self.form.shape[1] >= SIFT_ABOVE))
 
     @property
     def is_mip(self) -> bool:
@@ -254,6 +265,7 @@ class HighsBridge:
         is the same (Pyomo expressions are immutable; ``set_value`` replaces them), so only rows
         with mutable bounds are evaluated again: iterative mechanisms call this after every LP.
         """
+        self._passed = None
         f = self.form
         seen = np.zeros(len(f.constraints), bool)
         new: list[Any] = []
@@ -334,6 +346,7 @@ class HighsBridge:
 
     def _grow_matrix(self, rows: list[tuple[np.ndarray, np.ndarray]]) -> None:
         """Keep the cached matrix in step with HiGHS: new columns, then ``rows`` appended."""
+        self._passed = None
         f = self.form
         A = sp.csr_array((f.A.data, f.A.indices, f.A.indptr), shape=(f.A.shape[0], len(f.variables)))
         if rows:
@@ -398,6 +411,7 @@ class HighsBridge:
         """Re-read the coefficients, constants and bounds of existing ``constraints`` (e.g. after a
         mutable ``Param`` used as a coefficient or an offset changed). Only coefficients that
         differ are sent to HiGHS."""
+        self._passed = None
         f = self.form
         idx = np.empty(len(constraints), np.int64)
         lo = np.empty(len(constraints))
@@ -526,7 +540,7 @@ class HighsBridge:
         return out
 
     def _use_sifting(self, mode: str, options: dict[str, Any]) -> bool:
-        if mode == "off" or self.is_mip:
+        if mode == "off" or self.is_mip or (self._sift is not None and self._sift.gave_up):
             return False
         if mode == "auto" and self.form.shape[1] < SIFT_ABOVE:
             # every solve of a wide LP: at 1024x128 mixed (TSF-ER) sifting every round took 0.71x
@@ -538,6 +552,7 @@ class HighsBridge:
         """:class:`Sifter` on the full LP; falls back to the full solve when the restricted LP fails."""
         if self._sift is None:
             self._sift = Sifter(self.h, self.user_options, self.algorithm)
+        self._sift.given, self._passed = self._passed, None  # what HiGHS holds, if nothing changed
         if self.x.size == self.form.shape[1]:
             self._sift.start = self.x / self.C
         t0 = time.perf_counter()
@@ -700,23 +715,39 @@ class Sifter:
     """
 
     PER_ROW = 8
-    CAP_PER_ROW = 4  # columns added per pricing round: at most this many per row
+    CAP_PER_ROW = 4  # columns added per pricing round: at most this many times the rows in all
+    # of the columns that price out, the best PRICE_PER_ROW of each row (None: the CAP_PER_ROW·rows
+    # best overall). Off: at 1024x128 mixed (tsf-er) 4 per row with DROP_AFTER = 2 took 96 s in the
+    # max-min LPs' restricted solves against 69 s for the 4·rows best overall (under load, once each)
+    PRICE_PER_ROW: int | None = None
+    DROP_AFTER: int | None = None  # pool columns nonbasic at 0 with a reduced cost past DROP_TOL for
+    DROP_TOL = 1e-7  # this many restricted solves in a row leave the pool (None: never; they are
+    DROP_ABOVE = 2  # priced again every round) once the pool holds more than DROP_ABOVE·rows columns
+    MAX_ROUNDS: int | None = None  # restricted solves in one solve before giving up (None: never)
+    RESOLVE_STRATEGY = 4  # simplex_strategy of warm re-solves (4: primal; the basis stays primal feasible)
     RESOLVE_IPM_ABOVE: int | None = None  # pool size from which re-solves use IPM (None: never)
 
     def __init__(self, full: highspy.Highs, options: dict[str, Any] | None = None,
-                 algorithm: str = "choose") -> None:
+                 algorithm: str = "choose", lp: dict[str, Any] | None = None) -> None:
         self.full = full
+        self.given = lp  # the full LP as arrays (the keys of _read), when ``full`` holds no model yet
         self.options = dict(options or {})
         self.algorithm = algorithm
         self.start: np.ndarray | None = None  # a point (HiGHS's units) whose support joins the pool
         self.hr: highspy.Highs | None = None
         self.pool = np.zeros(0, np.int64)  # full column index of each restricted column
         self.in_pool = np.zeros(0, bool)
+        self.age = np.zeros(0, np.int64)  # restricted solves each pool column has sat out (see _drop)
+        self.gave_up = False  # MAX_ROUNDS was reached: the bridge solves the full LP from then on
         self._key: tuple[Any, ...] | None = None
-        self.stats: dict[str, Any] = {"solves": 0, "rounds": 0, "pool": 0, "fallbacks": 0}
+        self.stats: dict[str, Any] = {"solves": 0, "rounds": 0, "pool": 0, "fallbacks": 0, "dropped": 0,
+                                      "coefficients": 0}
 
     # -- the full LP as HiGHS holds it (HiGHS's units)
     def _read(self) -> dict[str, Any]:
+        if self.given is not None:  # once: later solves read what HiGHS holds then
+            L, self.given = self.given, None
+            return L
         lp = self.full.getLp()
         m, n = lp.num_row_, lp.num_col_
         a = lp.a_matrix_
@@ -782,6 +813,7 @@ class Sifter:
         self.hr, self.pool = h, cols.astype(np.int64)
         self.in_pool = np.zeros(A.shape[1], bool)
         self.in_pool[cols] = True
+        self.age = np.zeros(cols.size, np.int64)
         self.solved = False
 
     def _add(self, L: dict[str, Any], cols: np.ndarray) -> None:
@@ -790,15 +822,75 @@ class Sifter:
         self.hr.addCols(cols.size, L["c"][cols], L["lb"][cols], L["ub"][cols], sub.nnz,
                         sub.indptr[:-1].astype(np.int32), sub.indices.astype(np.int32), sub.data)
         self.pool = np.concatenate([self.pool, cols])
+        self.age = np.concatenate([self.age, np.zeros(cols.size, np.int64)])
         self.in_pool[cols] = True
+
+    def _drop(self, L: dict[str, Any], sense: float, col_dual: np.ndarray) -> None:
+        """Ages the pool after a restricted solve and deletes the columns that have sat out
+        ``DROP_AFTER`` solves in a row (nonbasic at 0, reduced cost past ``DROP_TOL`` the wrong way),
+        once the pool is past ``DROP_ABOVE`` times the rows. HiGHS keeps the basis (the columns
+        are nonbasic). Every round prices every column again, so a dropped column that becomes
+        attractive comes back: the answer is the full LP's."""
+        h = self.hr
+        assert h is not None
+        if self.DROP_AFTER is None:
+            return
+        st = np.asarray(h.getBasis().col_status, dtype=object)
+        lower = np.fromiter((s == highspy.HighsBasisStatus.kLower for s in st), bool, st.size)
+        out = lower & (L["lb"][self.pool] == 0) & (sense * col_dual > self.DROP_TOL)
+        self.age = np.where(out, self.age + 1, 0)
+        if self.pool.size <= self.DROP_ABOVE * max(L["A"].shape[0], 1000):
+            return
+        gone = np.flatnonzero(self.age >= self.DROP_AFTER)
+        if not gone.size:
+            return
+        h.deleteCols(gone.size, gone.astype(np.int32))
+        keep = np.ones(self.pool.size, bool)
+        keep[gone] = False
+        self.in_pool[self.pool[gone]] = False
+        self.pool, self.age = self.pool[keep], self.age[keep]
+        self.stats["dropped"] += int(gone.size)
+
+    def _pick(self, A: Any, bad: np.ndarray, score: np.ndarray) -> np.ndarray:
+        """Of the columns ``bad`` (priced out, ``score`` < 0: the more negative the better), the
+        ``PRICE_PER_ROW`` best of each row they touch (columns without a row: all), at most
+        ``CAP_PER_ROW`` times the rows."""
+        m = A.shape[0]
+        cap = max(self.CAP_PER_ROW * m, 1000)
+        S = sp.csr_array(A[:, bad]) if self.PRICE_PER_ROW else None
+        if S is not None and S.nnz:
+            r_of = np.repeat(np.arange(m), np.diff(S.indptr))
+            order = np.lexsort((score[bad][S.indices], r_of))
+            rank = np.arange(order.size) - S.indptr[r_of[order]]
+            take = np.zeros(bad.size, bool)
+            take[S.indices[order[rank < self.PRICE_PER_ROW]]] = True
+            take |= np.diff(sp.csc_array(S).indptr) == 0
+            bad = bad[take]
+        if bad.size > cap:
+            bad = bad[np.argpartition(score[bad], cap)[:cap]]
+        return np.sort(bad)
 
     def _sync(self, L: dict[str, Any]) -> None:
         """Bounds and costs of the pool and rows as the full LP has them now; rebuild on a change of
         shape or coefficients (the basis is lost then)."""
         A = L["A"]
         key = (A.shape, A.nnz)
-        same = self.hr is not None and self._key is not None and self._key[0] == key and \
-            np.array_equal(self._key[1], A.indices) and np.array_equal(self._key[2], A.data)
+        pattern = self.hr is not None and self._key is not None and self._key[0] == key and \
+            np.array_equal(self._key[1], A.indices) and np.array_equal(self._key[3], A.indptr)
+        same = pattern and np.array_equal(self._key[2], A.data)
+        if pattern and not same:
+            # new coefficients, same pattern (progressive filling's rescale): change the pool's
+            # entries in place; HiGHS keeps the basis
+            assert self._key is not None and self.hr is not None
+            ch = np.flatnonzero(self._key[2] != A.data)
+            col = np.repeat(np.arange(A.shape[1]), np.diff(A.indptr))[ch]
+            sel = self.in_pool[col]
+            pos = np.full(A.shape[1], -1, np.int64)
+            pos[self.pool] = np.arange(self.pool.size)
+            for r, j, v in zip(A.indices[ch[sel]].tolist(), pos[col[sel]].tolist(), A.data[ch[sel]].tolist()):
+                self.hr.changeCoeff(r, j, v)
+            self.stats["coefficients"] += int(sel.sum())
+            same = True
         if not same:
             keep = self.pool[self.pool < A.shape[1]] if self.hr is not None else np.zeros(0, np.int64)
             cols = np.union1d(self._initial_pool(L), keep)
@@ -818,12 +910,13 @@ class Sifter:
             h.changeRowsBounds(m, np.arange(m, dtype=np.int32), L["rl"], L["ru"])
             h.changeObjectiveSense(L["sense"])
             h.changeObjectiveOffset(L["offset"])
-        self._key = (key, A.indices.copy(), A.data.copy())
+        self._key = (key, A.indices.copy(), A.data.copy(), A.indptr.copy())
 
     def solve(self, time_limit: float | None, options: dict[str, Any]) -> dict[str, Any] | None:
         """Sift; returns the full LP's solution in HiGHS's units, or None when the restricted LP did
         not solve to optimality for a reason other than a limit (the caller solves the full LP)."""
         t0 = time.perf_counter()
+        self.stats["solves"] += 1
         L = self._read()
         self._sync(L)
         h = self.hr
@@ -834,15 +927,13 @@ class Sifter:
         free0 = (L["lb"] == 0) & (L["ub"] > 0)  # columns that rest at 0 outside the pool
         tol = self.full.getOptionValue("dual_feasibility_tolerance")
         tol = float(tol[1] if isinstance(tol, tuple) else tol)
-        cap = max(self.CAP_PER_ROW * A.shape[0], 1000)
         iters = rounds = 0
-        self.stats["solves"] += 1
         while True:
             opts = dict(options)
             big = self.RESOLVE_IPM_ABOVE is not None and self.pool.size >= self.RESOLVE_IPM_ABOVE
             if self.solved and not big and "solver" not in self.options and "solver" not in options:
                 opts.setdefault("solver", "simplex")
-                opts.setdefault("simplex_strategy", 4)  # primal simplex: the basis stays primal feasible
+                opts.setdefault("simplex_strategy", self.RESOLVE_STRATEGY)
             elif "solver" not in opts and self.algorithm == "choose" and self.pool.size >= IPM_ABOVE:
                 opts["solver"] = "ipm"
             elif "solver" not in opts:
@@ -858,8 +949,13 @@ class Sifter:
             self.stats["lp_seconds"] += time.perf_counter() - t1
             rounds += 1
             info = h.getInfo()
-            iters += sum(max(0, int(v)) for v in (info.simplex_iteration_count, info.ipm_iteration_count,
-                                                  info.crossover_iteration_count))
+            it = [max(0, int(v)) for v in (info.simplex_iteration_count, info.ipm_iteration_count,
+                                           info.crossover_iteration_count)]
+            iters += sum(it)
+            log.debug("sifting: restricted LP %d (%d columns, %d dropped so far, %s): %s, %.3f s, %d "
+                      "simplex / %d IPM / %d crossover iterations", rounds, self.pool.size,
+                      self.stats["dropped"], opts.get("solver"),
+                      h.modelStatusToString(h.getModelStatus()), time.perf_counter() - t1, *it)
             ms = h.getModelStatus()
             if ms != MS.kOptimal:
                 self.solved = False
@@ -876,9 +972,15 @@ class Sifter:
             bad = np.flatnonzero(free0 & ~self.in_pool & (sense * d < -tol))
             if not bad.size:
                 break
-            if bad.size > cap:
-                bad = bad[np.argpartition(sense * d[bad], cap)[:cap]]
-            self._add(L, np.sort(bad))
+            if self.MAX_ROUNDS is not None and rounds >= self.MAX_ROUNDS:
+                # the pool keeps missing columns (a later progressive-filling round that reshuffles
+                # frozen users): the full LP instead, for this solve and every later one
+                self.gave_up = True
+                log.debug("sifting: %d restricted solves and %d columns still price out; the full LP "
+                          "from now on", rounds, bad.size)
+                return None
+            self._drop(L, sense, np.asarray(sol.col_dual, float))
+            self._add(L, self._pick(A, bad, sense * d))
         x = np.zeros(A.shape[1])
         x[self.pool] = np.asarray(sol.col_value, float)
         d[self.pool] = np.asarray(sol.col_dual, float)

@@ -72,3 +72,28 @@ def test_without_the_rule_the_routes_disagree(mech):
         np.testing.assert_allclose(canon.tasks, raw[0].tasks, rtol=1e-7)
     else:
         assert canon.details["objective"] == pytest.approx(raw[0].details["objective"], rel=1e-9)
+
+
+def test_column_scale_matches_the_per_pair_map():
+    """allocation_scale (arrays) holds the numbers the per-pair ComponentMap held: name_hash of each
+    pair, η_n; pinned_scale on it gives each user's total, as on a ComponentMap."""
+    import pyomo.environ as pyo
+    from pyomo.common.collections import ComponentMap
+
+    from fairalloc.models.feasible import allocation_scale, feasible_set, name_hash
+    from fairalloc.models.maxmin import pinned_scale
+
+    inst = random_instance(3, 9, 4, 3)
+    m = pyo.ConcreteModel()
+    m.chi = feasible_set(inst)
+    cs = allocation_scale(m.chi, inst)
+    ref = ComponentMap()
+    for v, (n, i) in zip(m.chi.family.variables, m.chi.pairs.tolist()):
+        if inst.eta[n] > 0:
+            ref[v] = (float(inst.eta[n]), name_hash(inst.users[n], inst.servers[i]))
+    assert len(cs) == len(ref) and all(cs[v] == ref[v] for v in ref)
+    rng = np.random.default_rng(0)
+    for v in m.chi.x.values():
+        v.set_value(float(rng.uniform(0, 2)) if rng.random() < 0.7 else 0.0)
+    a, b = pinned_scale(cs), pinned_scale(ref)
+    assert all(a[v] == b[v] for v in ref)

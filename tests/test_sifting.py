@@ -99,3 +99,61 @@ def test_sifting_progressive_filling_keeps_pool_and_resolves() -> None:
 def test_sifting_option_checked() -> None:
     with pytest.raises(ParameterError):
         HighsBridge(_lp(0), options={"sifting": "sometimes"})
+
+
+def test_sifting_pool_pruning_still_gives_the_full_lp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Columns that sit out leave the pool (forced here from the first round: tiny initial pool, one
+    column a row per pricing round, drop after one restricted solve); every column is still priced,
+    so the answer and the multipliers are the full LP's."""
+    from fairalloc.solvers.highs import Sifter
+
+    monkeypatch.setattr(Sifter, "PER_ROW", 1)
+    monkeypatch.setattr(Sifter, "PRICE_PER_ROW", 1)
+    monkeypatch.setattr(Sifter, "DROP_AFTER", 1)
+    monkeypatch.setattr(Sifter, "DROP_ABOVE", 0)
+    dropped = 0
+    for seed in range(4):
+        inst = _instance(seed, N=25, K=8, limits=seed % 2 == 1)
+        on = solve(inst, "tsf-er", solver_options={"sifting": "on"})
+        off = solve(inst, "tsf-er", solver_options={"sifting": "off"})
+        assert on.status.value == off.status.value == "optimal"
+        lv_on = [it["level"] for it in on.details["iterations"]]
+        lv_off = [it["level"] for it in off.details["iterations"]]
+        assert np.allclose(lv_on, lv_off, rtol=1e-6, atol=1e-9)
+        assert np.abs(np.asarray(on.allocation) - np.asarray(off.allocation)).max() <= 1e-6
+        mdls = [_lp(seed, n=200, m=12) for _ in range(2)]
+        for mdl in mdls:  # columns in no capacity row: bounded anyway
+            for v in mdl.x.values():
+                v.setub(3.0)
+        a = HighsBridge(mdls[0], options={"sifting": "on"}).solve()
+        b = HighsBridge(mdls[1], options={"sifting": "off"}).solve()
+        assert a.status.value == b.status.value == "optimal"
+        assert abs(a.objective - b.objective) <= 1e-6 * max(1.0, abs(b.objective))
+        assert a.kkt["max"] <= 1e-6 * a.kkt["scale"]
+        dropped += a.extra["sifting"]["dropped"]
+    assert dropped > 0
+
+
+def test_sifting_coefficient_change_keeps_pool() -> None:
+    """A re-solve after coefficients changed (same pattern, as progressive filling's rescale) changes
+    them in the restricted LP in place and still gives the full LP's optimum and certificate."""
+    rng = np.random.default_rng(3)
+    n, m = 80, 6
+    A = rng.uniform(0.1, 1, (m, n))
+    mdl = pyo.ConcreteModel()
+    mdl.x = pyo.Var(range(n), bounds=(0, None))
+    mdl.k = pyo.Param(range(n), mutable=True, initialize=lambda b, j: float(rng.uniform(0.5, 1.5)))
+    mdl.cap = pyo.Constraint(range(m), rule=lambda b, i: sum(A[i, j] * b.k[j] * b.x[j]
+                                                             for j in range(n)) <= 1)
+    c = rng.uniform(0.1, 1, n)
+    mdl.obj = pyo.Objective(expr=sum(c[j] * mdl.x[j] for j in range(n)), sense=pyo.maximize)
+    br = HighsBridge(mdl, options={"sifting": "on"})
+    br.solve()
+    for j in range(n):
+        mdl.k[j] = float(rng.uniform(0.5, 1.5))
+    br.update_rows(list(mdl.cap.values()))
+    a = br.solve()
+    assert a.extra["sifting"]["coefficients"] > 0
+    ref = HighsBridge(mdl, options={"sifting": "off"}).solve()
+    assert abs(a.objective - ref.objective) <= 1e-9 * max(1.0, abs(ref.objective))
+    assert a.kkt["max"] <= 1e-6 * a.kkt["scale"]
