@@ -449,7 +449,8 @@ def best_response_gains(inst: Instance, x: np.ndarray, alpha: np.ndarray, A: np.
                         ) -> dict[str, float | None]:
     """``U_i(BR_i(x_{−i}), x_{−i}) − U_i(x)`` for every server with finite ``α_i``: the exact best response by
     Ipopt, scaled onto server ``i``'s rows if Ipopt left it a hair outside, so the gain is never
-    flattered by an infeasible point. ``None`` for ``α_i = inf`` servers and failed solves."""
+    flattered by an infeasible point. ``None`` for ``α_i = inf`` servers, failed solves, and servers not
+    reached before ``session``'s time limit (a diagnostic: it never holds the result past the limit)."""
     session = session or Session()
     game = ApfGame(inst, np.where(np.isfinite(alpha), alpha, 1.0), A, B)
     As, Bs = _scaled(alpha, A, B, utility_scale(inst, alpha, A, B))  # same argmax, tame numbers
@@ -461,7 +462,7 @@ def best_response_gains(inst: Instance, x: np.ndarray, alpha: np.ndarray, A: np.
         if not inst.runnable[:, i].any():
             gains[s] = 0.0
             continue
-        if math.isinf(alpha[i]):
+        if math.isinf(alpha[i]) or session.expired():
             gains[s] = None
             continue
         resp = (responders or {}).get(i)
@@ -528,6 +529,9 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
         known = [g for g in per.values() if g is not None]
         out["best_response_gain"] = max(known) if known else None
         out["per_server_gain"] = per
+        if session is not None and session.expired():
+            out["gains_note"] = ("the time limit ended the best-response gains: servers not reached "
+                                 "have None")
     else:
         out["best_response_gain"], out["per_server_gain"] = None, {}
     return out

@@ -270,3 +270,21 @@ def test_time_limit_inside_the_relaxation_loop_is_a_limit(monkeypatch):
     assert r.status.value == "time_limit", r.message
     assert "bound 1e-04 failed" in r.message and "NCP residual" in r.message
     assert feasibility(inst, r.x)["holds"]
+
+
+def test_best_response_gains_stop_at_the_time_limit():
+    """The gains are a diagnostic: once the time limit has passed they are not computed (None)."""
+    import time as _time
+
+    from fairalloc.models.apf_vds import best_response_gains
+    from fairalloc.solvers import Session
+
+    inst = random_instance(3, 6, 3, 2, missing=0.0)
+    x = solve(inst, "apf-vds", alpha=2.0, gains=False).x
+    session = Session(time_limit=1e-3)
+    _time.sleep(0.01)
+    a = np.full(inst.n_servers, 2.0)
+    gains = best_response_gains(inst, x, a, np.ones(inst.n_servers), np.zeros(inst.n_servers), session)
+    assert set(gains) == set(inst.servers) and all(g is None for g in gains.values())
+    full = best_response_gains(inst, x, a, np.ones(inst.n_servers), np.zeros(inst.n_servers))
+    assert all(g is not None and g < 1e-6 for g in full.values())
