@@ -450,7 +450,7 @@ def leximin_response(w: np.ndarray, D: np.ndarray, c: np.ndarray, o: np.ndarray,
     e = o / w
     order = np.argsort(e, kind="stable")
     es, Ds, ws, os_ = e[order], D[order], w[order], o[order]
-    capl = None if cap is None else (os_ + cap[order]) / ws
+    capl = None if cap is None else (os_ + cap[order]) / ws  # level at which a user reaches its cap
     WO = np.concatenate([ws[:, None] * Ds, os_[:, None] * Ds], axis=1)  # one cumulative sum for both
     demands = Ds > 0
     free = np.ones(m, bool)
@@ -648,7 +648,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     iterate (``details.finish.jumps``, at most ``MAX_JUMPS``, fewer beyond ``JUMP_PAIRS`` users ×
     servers) and the next attempt follows 5 sweeps later. Each attempt first solves the structure's LP
     without slacks (a few hundred columns at 200 × 32, infeasible in milliseconds unless the structure is
-    right); the relaxed LP, with one slack per Thm 1 row (30 000 columns at 400 × 64, tens of seconds), is
+    right); the relaxed LP, with one slack per Thm 1 row (35 000 columns at 400 × 64, tens of seconds), is
     solved only while a restart may use its point.
     ``x0`` starts the sweeps from a given allocation instead of 0 (e.g. ``apf-vds`` at α = 3,
     whose α → ∞ limit PS-DSF is; measured on the 200 × 32 placement instance it saved little: 926
