@@ -60,7 +60,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -219,9 +219,23 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
            expired: Callable[[], bool] | None = None, mu: np.ndarray | None = None,
            log_pairs: bool | None = None) -> NewtonResult:
     """Regularised semismooth Newton on ``Φ = 0`` (module docstring) from ``(x, λ)``; ``ok`` when
-    :func:`scaled_residual` ``≤ tol``."""
+    :func:`scaled_residual` ``≤ tol``. By default the pairs are in log form; where that does not certify
+    (seen with binding budgets: the log form stalls at the start point) and time is left, the f/σ^f form
+    is tried from the same start and the better of the two end points is returned."""
+    if log_pairs is None and LOG_PAIRS:
+        first = _newton(game, x, lam, tol, max_iter, expired, mu, True)
+        if first.ok or (expired is not None and expired()):
+            return first
+        second = _newton(game, x, lam, tol, max_iter, expired, mu, False)
+        if second.ok or second.residual < first.residual:
+            return replace(second, iterations=first.iterations + second.iterations)
+        return replace(first, iterations=first.iterations + second.iterations)
+    return _newton(game, x, lam, tol, max_iter, expired, mu, bool(log_pairs))
+
+
+def _newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float, max_iter: int,
+            expired: Callable[[], bool] | None, mu: np.ndarray | None, log_pairs: bool) -> NewtonResult:
     a = _Arrays(game)
-    log_pairs = LOG_PAIRS if log_pairs is None else log_pairs
     xp, lv = a.pack(x, lam, mu)
     X0 = a.totals(xp)
     if (X0 <= 0).any():
