@@ -323,6 +323,29 @@ def test_leximin_response_is_drf_on_one_server():
             np.testing.assert_allclose(got, drf_server(inst, rows)[U], rtol=1e-9, atol=1e-12)
 
 
+def test_numpy_fallback_response_equals_the_leximin_lps():
+    """best-response's fallback (a server whose LPs lose precision responds in numpy) computes the same
+    response as the server's leximin LPs, with offsets from other servers and budgets as column caps."""
+    from fairalloc.models._perserver import server_rows
+    from fairalloc.models.psdsf import ServerLeximin, _numpy_response
+    from fairalloc.solvers import Session
+
+    for seed in range(4):
+        inst = random_instance(seed, 10, 3, 3, weights=True, placement=True)
+        rng = np.random.default_rng(seed)
+        x = rng.uniform(0, 0.3, (inst.n_users, inst.n_servers)) * inst.runnable
+        if seed % 2:  # a binding task limit on two users
+            tasks = np.full(inst.n_users, np.inf)
+            tasks[:2] = x[:2].sum(axis=1) + 0.05
+            inst = inst.replace(tasks=tasks)
+        for rows in server_rows(inst):
+            if not len(rows.users):
+                continue
+            col, out = ServerLeximin(inst, rows.server).respond(x, Session())
+            assert out.status.value == "optimal", out.message
+            np.testing.assert_allclose(_numpy_response(inst, x, rows), col, rtol=1e-6, atol=1e-8)
+
+
 @pytest.mark.parametrize("example", sorted(GOLDEN))
 def test_fast_from_a_warm_start_matches_the_cold_path(examples, example):
     """fast(x0=...) from apf-vds at alpha = 3 (PS-DSF is its alpha -> infinity limit) ends at a certified
