@@ -771,7 +771,7 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
         if session.expired():  # (dense least squares: minutes at thousands of pairs, no deadline inside)
             details["polish"] = {"polished": False, "reason": "time limit reached before the polish"}
         else:
-            x, lam, details["polish"] = newton_polish(game, x, lam, tight=tight)
+            x, lam, details["polish"] = newton_polish(game, x, lam, tight=tight, expired=session.expired)
     if np.isfinite(a).all() and (not exotic or algorithm == "newton"):  # dimensionless (docs/…/apf-vds.md)
         details["ncp_residual_scaled"] = scaled_residual(game, x, lam, mu)
     lam = [li / scale[r.server] for li, r in zip(lam, game.rows)]  # back to the user's g
@@ -956,8 +956,8 @@ def _solve_ncp(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A
     def exact_from_here(tau: float) -> bool:
         if not polish or tau > 1e-4 or edited or session.expired():
             return False
-        xp, lp, info = newton_polish(game, *_ncp_point(m, inst, game))
-        if info["polished"] and info["residual_after"] <= 1e-10:
+        xp, lp, info = newton_polish(game, *_ncp_point(m, inst, game), expired=session.expired)
+        if info["polished"] and (info.get("certified") or info["residual_after"] <= 1e-10):
             polished.update(x=xp, lam=lp, info=info)
             return True
         return False

@@ -265,3 +265,20 @@ def test_time_limit_ends_with_status_time_limit(algorithm):
     if algorithm == "newton":
         assert r.details["newton"]["t_reached"] is None or r.details["newton"]["t_reached"] < 1
         assert r.details["ncp_residual_scaled"] > 1e-9
+
+
+def test_large_polish_is_the_sparse_newton_and_agrees_with_the_dense_one(monkeypatch):
+    """The ncp route's polish switches from dense least squares to the sparse semismooth Newton method
+    above ``DENSE_POLISH_MAX`` unknowns (the dense SVD ran 30 s past a 60 s limit at 200 × 32): forced
+    here on a small instance, both polishes end at the same certified equilibrium."""
+    from fairalloc.models import _apf_ncp
+
+    inst = _inst(2, "placement", N=10, K=3)
+    dense = solve(inst, "apf-vds", alpha=2, algorithm="ncp", gains=False)
+    monkeypatch.setattr(_apf_ncp, "DENSE_POLISH_MAX", 0)
+    sparse = solve(inst, "apf-vds", alpha=2, algorithm="ncp", gains=False)
+    assert dense.ok and sparse.ok, (dense.message, sparse.message)
+    assert "method" not in dense.details["polish"]
+    assert sparse.details["polish"]["method"].startswith("semismooth newton")
+    assert sparse.details["ncp_residual_scaled"] <= 1e-9
+    np.testing.assert_allclose(sparse.tasks, dense.tasks, rtol=1e-8)
