@@ -590,6 +590,7 @@ BUDGET_HINT = "only algorithm=best-response (or newton/ncp, which then use it) s
 # Pyomo NCP + relaxation + NL file + CasADi function, measured 1.4 s at 400 pairs, 5.9 s at 1600; the
 # fallback runs only with 4 times this left (Ipopt's iterations come on top)
 NCP_SETUP_SECONDS_PER_PAIR = 4e-3
+POLISH_FROM_TAU = 1e-4  # the Scholtes loop hands its relaxed points to the polish from this τ on
 DEFAULT_ITER = {"best-response": 500, "ps-mfa": 5_000, "distributed": 100_000, "newton": 150}
 DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12, "newton": 1e-9}
 ROUTES_WITH_LIMITS = ("newton", "ncp", "best-response")
@@ -954,7 +955,7 @@ def _solve_ncp(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A
     polished: dict[str, Any] = {}
 
     def exact_from_here(tau: float) -> bool:
-        if not polish or tau > 1e-4 or edited or session.expired():
+        if not polish or tau > POLISH_FROM_TAU or edited or session.expired():
             return False
         xp, lp, info = newton_polish(game, *_ncp_point(m, inst, game), expired=session.expired)
         if info["polished"] and (info.get("certified") or info["residual_after"] <= 1e-10):

@@ -267,18 +267,21 @@ def test_time_limit_ends_with_status_time_limit(algorithm):
         assert r.details["ncp_residual_scaled"] > 1e-9
 
 
-def test_large_polish_is_the_sparse_newton_and_agrees_with_the_dense_one(monkeypatch):
-    """The ncp route's polish switches from dense least squares to the sparse semismooth Newton method
-    above ``DENSE_POLISH_MAX`` unknowns (the dense SVD ran 30 s past a 60 s limit at 200 × 32): forced
-    here on a small instance, both polishes end at the same certified equilibrium."""
+def test_sparse_and_dense_polish_agree(monkeypatch):
+    """The polish (ncp route) is the sparse semismooth Newton method first, the dense active-set method
+    where that does not certify (and never above ``DENSE_POLISH_MAX`` unknowns: one dense SVD ran 30 s
+    past a 60 s limit at 200 × 32). Each forced alone here: both end at the same certified equilibrium."""
     from fairalloc.models import _apf_ncp
 
     inst = _inst(2, "placement", N=10, K=3)
-    dense = solve(inst, "apf-vds", alpha=2, algorithm="ncp", gains=False)
-    monkeypatch.setattr(_apf_ncp, "DENSE_POLISH_MAX", 0)
     sparse = solve(inst, "apf-vds", alpha=2, algorithm="ncp", gains=False)
+    monkeypatch.setattr(_apf_ncp, "SPARSE_POLISH", False)
+    dense = solve(inst, "apf-vds", alpha=2, algorithm="ncp", gains=False)
     assert dense.ok and sparse.ok, (dense.message, sparse.message)
-    assert "method" not in dense.details["polish"]
+    assert dense.details["polish"]["method"].startswith("active-set")
     assert sparse.details["polish"]["method"].startswith("semismooth newton")
-    assert sparse.details["ncp_residual_scaled"] <= 1e-9
+    assert sparse.details["ncp_residual_scaled"] <= 1e-9 and dense.details["ncp_residual_scaled"] <= 1e-9
     np.testing.assert_allclose(sparse.tasks, dense.tasks, rtol=1e-8)
+    monkeypatch.setattr(_apf_ncp, "DENSE_POLISH_MAX", 0)  # neither: the relaxation alone
+    neither = solve(inst, "apf-vds", alpha=2, algorithm="ncp", gains=False)
+    assert neither.details["polish"]["method"].startswith("none")
