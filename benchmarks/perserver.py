@@ -259,6 +259,11 @@ def _figure(df: Any, path: Path) -> None:
 def _fmt(v: Any) -> str:
     if v is None:
         return "–"
+    if isinstance(v, str):  # rows kept by --resume come back from the CSV as text
+        try:
+            v = float(v)
+        except ValueError:
+            return v or "–"
     if isinstance(v, float):
         return "–" if v != v else f"{v:.3g}"
     return str(v)

@@ -724,6 +724,14 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
                 _coupling_details(game, mu, details)
     if algorithm == "ncp":
         newton_point = details.pop("_newton_point", None)
+        rem = session.remaining()
+        setup = NCP_SETUP_SECONDS_PER_PAIR * int(inst.runnable.sum())
+        if newton_point is None and rem is not None and rem < setup:
+            # asked for directly: the model, NL file and CasADi function are built before any limit can
+            # stop them (400 x 64 with a 60 s limit was killed 30 s past it while building)
+            return Solution(np.zeros((inst.n_users, inst.n_servers)), Status.TIME_LIMIT,
+                            f"ncp: building the NCP takes about {setup:.0f} s here, {rem:.0f} s of the time "
+                            "limit left; not started", details=details)
         run = _solve_ncp(inst, session, game, a, As, Bs, polish, details)
         if newton_point is not None and (isinstance(run, Solution) or not run[2].ok):
             # the fallback failed or ran out of time: keep whichever point is closer to an equilibrium

@@ -285,3 +285,15 @@ def test_sparse_and_dense_polish_agree(monkeypatch):
     monkeypatch.setattr(_apf_ncp, "DENSE_POLISH_MAX", 0)  # neither: the relaxation alone
     neither = solve(inst, "apf-vds", alpha=2, algorithm="ncp", gains=False)
     assert neither.details["polish"]["method"].startswith("none")
+
+
+def test_ncp_that_cannot_be_built_in_time_ends_time_limit_at_once(monkeypatch):
+    """algorithm=ncp asked for directly: when building the NCP would take longer than the time left (its
+    build cannot be interrupted; 400 × 64 ran 30 s past a 60 s limit) it is not started: time_limit."""
+    from fairalloc.models import apf_vds
+
+    monkeypatch.setattr(apf_vds, "NCP_SETUP_SECONDS_PER_PAIR", 100.0)
+    r = solve(_inst(0, "plain"), "apf-vds", alpha=2, algorithm="ncp", time_limit=30)
+    assert r.status.value == "time_limit" and "not started" in r.message
+    monkeypatch.setattr(apf_vds, "NCP_SETUP_SECONDS_PER_PAIR", 1e-6)
+    assert solve(_inst(0, "plain"), "apf-vds", alpha=2, algorithm="ncp", time_limit=30).ok
