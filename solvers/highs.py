@@ -542,9 +542,11 @@ class HighsBridge:
     def _use_sifting(self, mode: str, options: dict[str, Any]) -> bool:
         if mode == "off" or self.is_mip or (self._sift is not None and self._sift.gave_up):
             return False
-        if mode == "auto" and self.form.shape[1] < SIFT_ABOVE:
-            # every solve of a wide LP: at 1024x128 mixed (TSF-ER) sifting every round took 0.71x
-            # the floor (load 1.4-1.9), sifting the first round only 0.70x (load 6.0-6.5)
+        if mode == "auto" and (self.form.shape[1] < SIFT_ABOVE or self.solves > 0):
+            # the first solve of a wide LP only: at 1024x128 mixed (TSF-ER) sifting every round took
+            # 0.71x the floor (load 1.4-1.9), sifting the first round only 0.70x (load 6.0-6.5); at
+            # 2048x256 mixed sifting every round was stopped unfinished after 1 080 s against the
+            # floor's 419 s (idle): the later rounds' pools grow to most of the columns
             return False
         return options.get("solver", self.user_options.get("solver", self.algorithm)) != "pdlp"
 
