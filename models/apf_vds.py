@@ -777,7 +777,7 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
     if algorithm == "ncp" and session.customize is not None:
         bounds = details.pop("_bounds")
     if polish and np.isfinite(a).all() and "polish" not in details and not exotic and algorithm != "newton":
-        if session.expired():  # (dense least squares: minutes at thousands of pairs, no deadline inside)
+        if session.expired():  # (the polish stops at the deadline too; this skips it outright)
             details["polish"] = {"polished": False, "reason": "time limit reached before the polish"}
         else:
             x, lam, details["polish"] = newton_polish(game, x, lam, tight=tight, expired=session.expired)
