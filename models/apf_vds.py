@@ -590,6 +590,13 @@ BUDGET_HINT = "only algorithm=best-response (or newton/ncp, which then use it) s
 # Pyomo NCP + relaxation + NL file + CasADi function, measured 1.4 s at 400 pairs, 5.9 s at 1600; the
 # fallback runs only with 4 times this left (Ipopt's iterations come on top)
 NCP_SETUP_SECONDS_PER_PAIR = 4e-3
+
+
+def _ncp_setup_seconds(inst: Instance) -> float:
+    """About how long building the Pyomo NCP, its NL file and CasADi function takes (uninterruptible)."""
+    return NCP_SETUP_SECONDS_PER_PAIR * int(inst.runnable.sum())
+
+
 POLISH_FROM_TAU = 1e-4  # the Scholtes loop hands its relaxed points to the polish from this τ on
 DEFAULT_ITER = {"best-response": 500, "ps-mfa": 5_000, "distributed": 100_000, "newton": 150}
 DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12, "newton": 1e-9}
@@ -725,7 +732,7 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
     if algorithm == "ncp":
         newton_point = details.pop("_newton_point", None)
         rem = session.remaining()
-        setup = NCP_SETUP_SECONDS_PER_PAIR * int(inst.runnable.sum())
+        setup = _ncp_setup_seconds(inst)
         if newton_point is None and rem is not None and rem < setup:
             # asked for directly: the model, NL file and CasADi function are built before any limit can
             # stop them (400 x 64 with a 60 s limit was killed 30 s past it while building)
@@ -924,7 +931,7 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
         return res.x, lam, res.mu, Status.TIME_LIMIT, f"newton: {res.message} ({where} of 1)"
     details["_newton_point"] = (res.x, lam, res.mu, res.message)
     rem = session.remaining()
-    setup = NCP_SETUP_SECONDS_PER_PAIR * int(inst.runnable.sum())
+    setup = _ncp_setup_seconds(inst)
     if rem is not None and rem < 4 * setup and not (inst.has_task_limits or inst.has_budgets):
         # the Pyomo NCP's model, NL file and CasADi function are built before any limit can stop them
         details.pop("_newton_point")

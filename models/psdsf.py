@@ -255,15 +255,21 @@ def _sweeps(inst: Instance, session: Session, tol: float, max_iter: int, servers
 def _numpy_response(inst: Instance, x: np.ndarray, rows: ServerRows) -> np.ndarray:
     """Server ``rows.server``'s best response by :func:`leximin_response` (a full column of ``x``)."""
     i, U = rows.server, rows.users
+    col = np.zeros(inst.n_users)
+    col[U] = _capped_response(inst, x, i, U, inst.weight[U] * inst.gamma[U, i], rows.demand[U],
+                              rows.capacity, coupled_users(inst, i, U), x[U].sum(axis=1))
+    return col
+
+
+def _capped_response(inst: Instance, x: np.ndarray, i: int, U: np.ndarray, w: np.ndarray, D: np.ndarray,
+                     c: np.ndarray, lim: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """:func:`leximin_response` of server ``i`` for its users ``U`` (totals ``X``, aligned with ``U``),
+    the users ``U[lim]`` capped by what their task limit or budget leaves (``coupling_room``)."""
     cap = None
-    lim = coupled_users(inst, i, U)
     if len(lim):
         cap = np.full(len(U), np.inf)
         cap[lim] = coupling_room(inst, x, i, U[lim])
-    col = np.zeros(inst.n_users)
-    col[U] = leximin_response(inst.weight[U] * inst.gamma[U, i], rows.demand[U], rows.capacity,
-                              x[U].sum(axis=1) - x[U, i], cap=cap)
-    return col
+    return leximin_response(w, D, c, X - x[U, i], cap=cap)
 
 
 def _steady_drift(a: np.ndarray, b: np.ndarray) -> bool:
@@ -703,14 +709,6 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     # restarts solve the relaxed LP, whose size grows with users x servers: fewer of them on large instances
     max_jumps = max(1, min(MAX_JUMPS, round(MAX_JUMPS * JUMP_PAIRS / max(1, inst.n_users * inst.n_servers))))
 
-    def respond(i: int, U: np.ndarray, w: np.ndarray, D: np.ndarray, c: np.ndarray, lim: np.ndarray,
-                X: np.ndarray) -> np.ndarray:
-        cap = None
-        if len(lim):
-            cap = np.full(len(U), np.inf)
-            cap[lim] = coupling_room(inst, x, i, U[lim])
-        return leximin_response(w, D, c, X[U] - x[U, i], cap=cap)
-
     bar = tqdm(total=max_iter, desc="ps-dsf fast", unit="sweep", file=sys.stderr,
                disable=None if progress is None else not progress, leave=False)
     try:
@@ -722,7 +720,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
             resid = 0.0
             for i, U, w, D, c, lim in pre:
                 old = x[U, i]
-                col = respond(i, U, w, D, c, lim, X)
+                col = _capped_response(inst, x, i, U, w, D, c, lim, X[U])
                 resp[U, i] = col
                 resid = max(resid, float(np.abs(col - old).max(initial=0.0)))
                 new = col if om == 1.0 else np.maximum(old + om * (col - old), 0.0)
@@ -780,7 +778,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
         bar.close()
     X = x.sum(axis=1)
     for i, U, w, D, c, lim in pre:  # a plain sweep: every column its server's (feasible) response
-        col = respond(i, U, w, D, c, lim, X)
+        col = _capped_response(inst, x, i, U, w, D, c, lim, X[U])
         X[U] += col - x[U, i]
         x[U, i] = col
     log.info("ps-dsf fast: %d sweeps, %s", len(history), status.value)
