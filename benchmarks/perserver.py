@@ -75,7 +75,7 @@ def _case(spec: dict[str, Any]) -> dict[str, Any]:
     if isinstance(cert, dict):
         row["certified"] = bool(cert.get("holds"))
         row["residual"] = float(len(cert.get("failures", [])))  # failing (user, server) pairs
-    if "ncp_residual" in d:  # the scale-free residual where the result has it (every finite α)
+    if "ncp_residual" in d and params.get("alpha") != "inf":  # scale-free residual (finite α)
         resid = d.get("ncp_residual_scaled", d["ncp_residual"])
         row["residual"] = float(resid)
         row["certified"] = bool(resid <= 1e-8)
@@ -279,8 +279,8 @@ def summary(df: Any, quick: bool, limits: tuple[float, float]) -> str:
             f"`{NAME}.csv`. `random_instance(1, users, servers, 4, missing=0)` of the family named; each "
             f"case in a fresh process with `--time-limit {limits[0]:.0f}` (default algorithms; others "
             f"{limits[1]:.0f}). `residual`: αPF-VDS's scaled NCP residual "
-            "(`details.ncp_residual_scaled`); PS-DSF's number of (user, server) pairs failing the Thm 1 "
-            "certificate. `vs mnw`: largest relative difference of the totals from `mnw` (α = 1). "
+            "(`details.ncp_residual_scaled`); PS-DSF's (and αPF-VDS's at α = inf) number of (user, "
+            "server) pairs failing the Thm 1 certificate. `vs mnw`: largest relative difference of the totals from `mnw` (α = 1). "
             "`skipped`: the same series failed or passed the limit at a smaller size.\n\n")
     cols = ["mechanism", "alpha", "algorithm", "family", "users", "servers", "status", "wall_s",
             "iterations", "residual", "vs_mnw", "algorithm_used"]

@@ -318,5 +318,5 @@ def _polished(m: pyo.ConcreteModel, inst: Instance, session: Session, handle: ob
         for v in drop:
             v.unfix()
         for v, val in keep:
-            v.set_value(val)
+            v.set_value(val, skip_validation=True)  # as Ipopt left it (may be a hair below 0)
         handle.update()

@@ -655,6 +655,9 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
 
 
 MAX_JUMPS = 15  # restarts of the sweeps from the relaxed finish's point (then the sweeps alone go on) ...
+JUMP_STALL = 6  # ... or until this many in a row have not cut the least slack by 30 %; then the sweeps resume
+# from where the first restart left them (measured at 200 x 32: restarts finish most instances in 50-110
+# sweeps; where they do not, sweeps from their points took 1.2-7.6x as many as sweeps without restarts)
 JUMP_PAIRS = 200 * 32  # ... up to this many users x servers; scaled down beyond it (at least one)
 PRUNES = 0  # re-solves of the finish LP without the holders that needed slack
 OMEGAS = (1.5, 1.0, 0.7, 0.5)  # over-relaxation factors, the next one after 100 sweeps without progress
@@ -678,10 +681,15 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     it); a candidate that carries the certificate at ``10⁻⁹`` ends the run (``details.finish``). When
     no exact candidate exists, the relaxed LP's point (Thm 1 broken least, χ kept) replaces the
     iterate (``details.finish.jumps``, at most ``MAX_JUMPS``, fewer beyond ``JUMP_PAIRS`` users ×
-    servers) and the next attempt follows 5 sweeps later. Each attempt first solves the structure's LP
-    without slacks (a few hundred columns at 200 × 32, infeasible in milliseconds unless the structure is
-    right); the relaxed LP, with one slack per Thm 1 row (35 000 columns at 400 × 64, tens of seconds), is
-    solved only while a restart may use its point.
+    servers) and the next attempt follows 5 sweeps later. When the restarts are used up, or
+    ``JUMP_STALL`` of them in a row have not cut the least relaxed slack (``details.finish.slacks``)
+    by 30 %, the sweeps resume from the iterate the first restart replaced, at its ``ω``
+    (``details.finish.resumed``: the sweep): on the 200 × 32 placement instances (seeds 0–2) the
+    sweeps went on from the restarts' points for 1.2–7.6 times as many sweeps as without restarts.
+    Each attempt first solves the structure's LP without slacks (a few hundred columns at 200 × 32,
+    infeasible in milliseconds unless the structure is right); the relaxed LP, with one slack per
+    Thm 1 row (35 000 columns at 400 × 64, tens of seconds), is solved only while a restart may use
+    its point.
     ``x0`` starts the sweeps from a given allocation instead of 0 (e.g. ``apf-vds`` at α = 3,
     whose α → ∞ limit PS-DSF is; measured on the 200 × 32 placement instance it saved little: 926
     sweeps against 1004). Otherwise the sweeps stop at a fixed point (every response
@@ -706,8 +714,14 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     om, best, best_at = omegas[0], np.inf, 0
     next_try, last_try = 1e-2, 0
     report: dict[str, Any] = {"attempts": 0}
+    checkpoint: tuple[np.ndarray, float] | None = None
     # restarts solve the relaxed LP, whose size grows with users x servers: fewer of them on large instances
     max_jumps = max(1, min(MAX_JUMPS, round(MAX_JUMPS * JUMP_PAIRS / max(1, inst.n_users * inst.n_servers))))
+
+    def may_jump() -> bool:  # until the restarts are used up or stop lowering the relaxed LP's slack
+        slacks = report.get("slacks", [])
+        stalled = len(slacks) > JUMP_STALL and min(slacks[-JUMP_STALL:]) > 0.7 * min(slacks[:-JUMP_STALL])
+        return "resumed" not in report and report.get("jumps", 0) < max_jumps and not stalled
 
     bar = tqdm(total=max_iter, desc="ps-dsf fast", unit="sweep", file=sys.stderr,
                disable=None if progress is None else not progress, leave=False)
@@ -750,7 +764,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                     log.info("ps-dsf fast: exact finish after %d sweeps", sweep)
                     return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report,
                                                  "max_change": history}
-                for prune in range(PRUNES + 1 if report.get("jumps", 0) < max_jumps else 0):
+                for prune in range(PRUNES + 1 if may_jump() else 0):
                     out: dict[str, Any] = {}
                     y = exact_finish(inst, resp, 1e-6, 1e-7, relax=True, drop=drop, out=out,
                                      time_limit=None if session is None else session.remaining())
@@ -762,15 +776,23 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                         return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report,
                                                      "max_change": history}
                     jump = y if jump is None else jump
+                    report.setdefault("slacks", []).append(out["slack"])
                     if not out["offenders"].any():
                         break
                     # holders that needed slack leave the support (the LP could not empty them)
                     drop = out["offenders"] if drop is None else drop | out["offenders"]
-                if jump is not None and report.get("jumps", 0) < max_jumps:
+                if jump is not None and may_jump():
+                    if checkpoint is None:
+                        checkpoint = (x.copy(), om)
                     # the point that breaks Thm 1 least: plain sweeps on from there
                     x, om = jump, 1.0
                     report["jumps"] = report.get("jumps", 0) + 1
                     last_try = sweep - 20  # and try again in 5 sweeps
+                elif checkpoint is not None and "resumed" not in report:
+                    # the restarts did not finish: back to the sweeps' own path where the first left it
+                    report["resumed"] = sweep
+                    x, om = checkpoint
+                    best, best_at, next_try, last_try = np.inf, sweep, 1e-2, sweep
             if session is not None and session.expired():
                 status = Status.TIME_LIMIT
                 break

@@ -155,6 +155,22 @@ def test_alpha_inf_is_psdsf_and_mixes_per_server(examples):
         solve(inst, "apf-vds", alpha="inf", algorithm="ps-mfa")
 
 
+def test_alpha_inf_best_response_is_judged_by_thm1(examples):
+    """At α = inf servers the best responses are PS-DSF's leximin, so their certificate is [PSDSF]
+    Thm 1 there (details.certificate): a sweep cap reached at a certified point is converged, one
+    reached before is not; checked independently at 1e-8."""
+    inst = load_instance(examples / "psdsf-fig2.yaml")
+    early = solve(inst, "apf-vds", alpha="inf", algorithm="best-response", max_iter=1)
+    assert early.status.value == "iteration_limit" and not early.details["certificate"]["holds"]
+    capped = solve(inst, "apf-vds", alpha="inf", algorithm="best-response", max_iter=3)
+    assert capped.status.value == "converged" and capped.details["certificate"]["holds"]
+    assert psdsf_certificate(inst, capped.x, tol=1e-8)["holds"]
+    np.testing.assert_allclose(capped.tasks, [3.6, 3.6, 8, 8], rtol=1e-7)
+    rnd = random_instance(2, 12, 3, 3, missing=0.0)
+    r = solve(rnd, "apf-vds", alpha="inf", algorithm="best-response")
+    assert r.status.value == "converged" and psdsf_certificate(rnd, r.x, tol=1e-8)["holds"]
+
+
 # ---------------------------------------------------------------------- the four algorithms
 @pytest.mark.parametrize("algorithm", ["ncp", "best-response", "ps-mfa", "distributed"])
 def test_algorithms_agree_on_the_examples(examples, algorithm):

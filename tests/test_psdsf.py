@@ -291,6 +291,19 @@ def test_exact_finish_from_a_rough_point():
     np.testing.assert_allclose(y.sum(axis=1), x.sum(axis=1), rtol=1e-5)
 
 
+def test_fast_resumes_its_own_sweeps_when_the_restarts_do_not_finish(monkeypatch):
+    """With a single restart allowed, instances the first restart does not finish go on from the
+    iterate it replaced (``details.finish.resumed``) and still end converged with the certificate."""
+    import fairalloc.models.psdsf as psdsf
+
+    monkeypatch.setattr(psdsf, "MAX_JUMPS", 1)
+    for family, seed in (("plain", 2), ("plain", 4), ("placement", 10)):
+        inst = random_instance(seed, 30, 6, 4, missing=0.0, **GEN_FAMILIES[family])
+        x, status, info = psdsf.fast(inst, progress=False)
+        assert info["finish"]["jumps"] == 1 and info["finish"]["resumed"] >= 1, (family, seed)
+        assert status.value == "converged" and psdsf_certificate(inst, x, tol=1e-9)["holds"], (family, seed)
+
+
 def test_fast_time_limit_is_honest():
     inst = random_instance(0, 200, 32, 4, missing=0.0)
     r = solve(inst, "ps-dsf", time_limit=0.5)
