@@ -280,7 +280,8 @@ def summary(df: Any, quick: bool, limits: tuple[float, float]) -> str:
             f"case in a fresh process with `--time-limit {limits[0]:.0f}` (default algorithms; others "
             f"{limits[1]:.0f}). `residual`: αPF-VDS's scaled NCP residual "
             "(`details.ncp_residual_scaled`); PS-DSF's (and αPF-VDS's at α = inf) number of (user, "
-            "server) pairs failing the Thm 1 certificate. `vs mnw`: largest relative difference of the totals from `mnw` (α = 1). "
+            "server) pairs failing the Thm 1 certificate. `vs mnw`: largest relative difference of the "
+            "totals from `mnw` (α = 1). "
             "`skipped`: the same series failed or passed the limit at a smaller size.\n\n")
     cols = ["mechanism", "alpha", "algorithm", "family", "users", "servers", "status", "wall_s",
             "iterations", "residual", "vs_mnw", "algorithm_used"]
