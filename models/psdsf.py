@@ -654,11 +654,12 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     return y
 
 
-MAX_JUMPS = 15  # restarts of the sweeps from the relaxed finish's point (then the sweeps alone go on) ...
-JUMP_STALL = 6  # ... or until this many in a row have not cut the least slack by 30 %; then the sweeps resume
-# from where the first restart left them (measured at 200 x 32: restarts finish most instances in 50-110
-# sweeps; where they do not, sweeps from their points took 1.2-7.6x as many as sweeps without restarts)
-JUMP_PAIRS = 200 * 32  # ... up to this many users x servers; scaled down beyond it (at least one)
+MAX_JUMPS = 15  # restarts of the sweeps from the relaxed finish's point ...
+JUMP_PAIRS = 200 * 32  # ... up to this many users x servers; scaled down beyond it (at least one) ...
+JUMP_STALL = 6  # ... and none after this many in a row that did not cut the least slack by 30 %; then the
+# sweeps resume from the iterate the first restart replaced (measured at 200 x 32: restarts finish most
+# instances in 50-110 sweeps; where they do not, sweeps from their points took 1.2-7.6x as many as
+# sweeps without restarts)
 PRUNES = 0  # re-solves of the finish LP without the holders that needed slack
 OMEGAS = (1.5, 1.0, 0.7, 0.5)  # over-relaxation factors, the next one after 100 sweeps without progress
 
