@@ -19,6 +19,14 @@ one user and the loop ends after at most ``|N|`` LPs. When a solver returns no d
 candidate is tested with one LP (``max share_n`` with the others held at ``t*``); a rise below
 ``PROBE_TOL`` (relative) is within the solver's tolerance and counts as blocked.
 
+On wide LPs (``INTERIOR_ABOVE`` columns; the HiGHS bridge's ``interior`` option) every round that is
+not sifted (under ``sifting=auto`` the first is, a vertex) is solved by an interior-point method
+without crossover. Its multipliers are then strictly complementary rather than a vertex's, and
+:func:`interior_blocked` reads the blocked users from them — a user is blocked when its multiplier's
+share of their sum exceeds its relative slack — provided every user is separated by a factor
+``SEPARATION``; otherwise the round is solved again for a vertex (``docs/solvers.md``, "Interior
+points").
+
 The loop does not stop after the first level: a user blocked by a resource it alone uses is frozen
 there and the others keep rising. All rounds re-solve one persistent model: freezing deactivates a
 ``level`` row and sets a mutable ``floor`` parameter, which the solve layer pushes as bound changes.
@@ -48,6 +56,30 @@ __all__ = ["MaxMinOutcome", "add_maxmin", "leximin_model", "progressive_filling"
 log = logging.getLogger(__name__)
 
 PROBE_TOL = 1e-6  # relative rise of a probed user's share that still counts as blocked
+SEPARATION = 1e3  # interior multipliers: each user's dual share and relative slack this far apart
+
+
+def interior_blocked(y: np.ndarray, slack: np.ndarray, t: float) -> tuple[np.ndarray | None, float]:
+    """Blocked users from an interior (not a vertex) optimum of one round, by strict complementarity.
+
+    At the analytic centre of the optimal faces every active user has either a positive multiplier
+    on its ``level`` row (some optimal dual prices it: it cannot rise) or a positive slack
+    ``share/scale − t`` (some optimal allocation lifts it above ``t``), never both. ``y`` and
+    ``slack`` are those, in the solver's units; they are compared as ``ỹ_n = |y_n|/Σ|y|`` (the
+    multipliers sum to one at an exact optimum) against ``s̃_n = slack_n/t``. Returns the mask
+    ``ỹ > s̃`` and the separation ``min_n max(ỹ_n, s̃_n)/min(ỹ_n, s̃_n)``, or ``(None, separation)``
+    when some user is not separated by ``SEPARATION`` (its share sits within the solver's
+    precision of the level in both senses: a vertex solve decides it)."""
+    ya = np.abs(np.asarray(y, float))
+    yt = ya / max(float(ya.sum()), 1e-300)
+    st = np.maximum(np.asarray(slack, float), 0.0) / max(abs(t), 1e-300)
+    hi, lo = np.maximum(yt, st), np.minimum(yt, st)
+    with np.errstate(divide="ignore"):
+        ratio = np.where(lo > 0, hi / np.where(lo > 0, lo, 1.0), np.inf)
+    sep = float(ratio.min(initial=np.inf))
+    if not sep >= SEPARATION or not (yt > st).any():
+        return None, sep
+    return yt > st, sep
 
 
 def add_maxmin(m: pyo.ConcreteModel, share: Any, name: str = "maxmin", scale: float = 1.0) -> pyo.Block:
@@ -196,6 +228,8 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
         handle.update(variables=False)
     if hasattr(handle, "resolve"):
         handle.resolve = resolve
+    if getattr(handle, "interior_default", False):
+        handle.interior = "auto"  # wide LPs without crossover; blocked users by interior_blocked
     status = Status.OPTIMAL
     while active:
         out = session.run(handle)
@@ -225,8 +259,28 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
                                  f"below the previous round's {rounds[-1]['level']:.6g}: the LP lost "
                                  "precision (a share far below what its user could reach)", handle)
         lps = 1
+        sep = None
         y = _duals(handle, [blk.level[n] for n in active])
-        if y is not None:
+        if y is not None and out.extra.get("interior"):
+            # an interior optimum: its multipliers are strictly complementary, not a vertex's
+            slack = handle.activities([blk.level[n] for n in active])
+            mask, sep = interior_blocked(y, slack, float(blk.t.value))
+            if mask is None:
+                log.info("progressive filling round %d: interior multipliers do not separate the "
+                         "users (separation %.3g); a vertex solve decides", len(rounds) + 1, sep)
+                out = session.run(handle, options={"interior": "off"})
+                lps += 1
+                status = worst(status, out.status)
+                if not out.ok:
+                    msg = f"round {len(rounds) + 1}: {out.solver} stopped ({out.status}: {out.message})"
+                    return MaxMinOutcome(out.status, levels, rounds, msg, handle)
+                t = level_of(blk)
+                y = _duals(handle, [blk.level[n] for n in active])
+                sep = None
+        if y is not None and sep is not None:
+            blocked = [n for n, b in zip(active, mask) if b]
+            how = "interior duals"
+        elif y is not None:
             blocked = [n for n, yn in zip(active, y) if abs(yn) > dual_tol]
             how = "duals"
         else:
@@ -244,7 +298,7 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
                                      handle)
         margin = tol * abs(t)  # relative: a level of 1e-4 tasks keeps 1e-9 of itself
         # after probe LPs the solver's activities (and t) belong to the last probe, not this round
-        held = (_shares(handle, blk, share, blocked, t) if how == "duals"
+        held = (_shares(handle, blk, share, blocked, t) if how != "probe LPs"
                 else [float(pyo.value(share[n])) for n in blocked])
         for n, sn in zip(blocked, held):
             levels[n] = t
@@ -253,7 +307,8 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
             # so a share may sit a hair below t): the current point stays feasible for the next round
             blk.floor_level[n] = min(t, sn) - margin
         active = [n for n in active if n not in set(blocked)]
-        rounds.append({"level": t, "frozen": [str(n) for n in blocked], "lps": lps, "by": how})
+        rounds.append({"level": t, "frozen": [str(n) for n in blocked], "lps": lps, "by": how,
+                       **({"separation": sep} if sep is not None else {})})
         log.info("progressive filling round %d: level %.10g; frozen %s (%s); %d still active",
                  len(rounds), t, names(blocked), how, len(active))
         if active:
@@ -274,7 +329,10 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
                                      <= float(pyo.value(b.inv_scale)) * top[n])
         try:
             can = session.canonical(m, pinned)
-            if can.status is Status.INFEASIBLE:
+            if can.status is Status.INFEASIBLE or can.status is Status.ERROR:
+                # levels inconsistent by the solver's tolerance: HiGHS says "infeasible", or at
+                # times "unknown" (seen: drfh, 30 users, a second level 1.6e-10 above the interior
+                # route's); the rounds' floors hold a hair below and are feasible
                 for n, lv in held.items():
                     blk.floor_level[n] = lv
                 can = session.canonical(m, pinned)

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 IPM_ABOVE = 20_000  # columns: large LPs go to IPM when the user chose no algorithm
 SIFT_ABOVE = 50_000  # columns: sifting="auto" sifts LPs at least this wide
 SIFTING = ("auto", "on", "off")
+INTERIOR_ABOVE = 50_000  # columns: interior="auto" solves LPs at least this wide without crossover
+INTERIOR = ("auto", "on", "off")
 MS = highspy.HighsModelStatus
 
 _STATUS = {
@@ -173,6 +175,11 @@ class HighsBridge:
         self.h.setOptionValue("solver", algorithm)
         options = dict(options or {})
         self.sifting = _sifting_mode(options.pop("sifting", "auto"))
+        # interior points instead of vertices (_interior_mode): off unless the user asks, or a caller
+        # that reads interior multipliers (progressive filling) sets "auto" where the user did not
+        given = _interior_mode(options.pop("interior", None))
+        self.interior = given or "off"
+        self.interior_default = given is None
         for k, v in options.items():
             self._set_option(k, v)
         self.algorithm = algorithm
@@ -475,9 +482,14 @@ class HighsBridge:
         """Solve, load the point into the Pyomo variables, keep the multipliers, report a status."""
         self._set_option("time_limit", float(time_limit) if time_limit is not None else INF)
         options = dict(options or {})
+        interior = self._use_interior(_interior_mode(options.pop("interior", self.interior)), options)
         mode = _sifting_mode(options.pop("sifting", self.sifting))
-        if self._use_sifting(mode, options):
+        if self._use_sifting(mode, options):  # sifting's restricted LPs return vertices
             return self._solve_sifting(time_limit, options, kkt)
+        if interior:
+            # HiGHS's IPM without crossover (crossover was most of each progressive-filling round
+            # at 2048 x 256 mixed, docs/performance.md)
+            options.update(solver="ipm", run_crossover="off")
         if (self.algorithm == "choose" and "solver" not in options
                 and self.form.shape[1] >= IPM_ABOVE and not self.is_mip):
             # max-min LPs are highly degenerate: dual simplex stalls for minutes, cold (31 s vs 4 s
@@ -521,7 +533,10 @@ class HighsBridge:
                                                          Status.ITERATION_LIMIT)
         out = SolveOutcome(status=status, solver=f"highs-{self.algorithm}" if self.algorithm !=
                            "choose" else "highs", message=message, iterations=int(iters),
-                           solve_seconds=solve_s, extra={"has_point": has_point})
+                           solve_seconds=solve_s, extra={"has_point": has_point,
+                                                         **({"interior": True} if interior else {})})
+        if interior and status is Status.OPTIMAL:
+            out.message += " (interior point, no crossover)"
         if has_point:  # from HiGHS's units: x = C·x', activity a'/R, row duals R·y', reduced costs z'/C
             self.x = np.asarray(sol.col_value, float) * self.C
             self.row_value = np.asarray(sol.row_value, float) / self.R
@@ -538,6 +553,15 @@ class HighsBridge:
         if status is not Status.OPTIMAL:
             log.info("HiGHS stopped: %s", message)
         return out
+
+    def _use_interior(self, mode: str, options: dict[str, Any]) -> bool:
+        """Whether this solve runs HiGHS's IPM without crossover (an interior point)."""
+        if mode == "off" or self.is_mip:
+            return False
+        if ("solver" in options or "solver" in self.user_options or self.algorithm != "choose"
+                or "run_crossover" in options or "run_crossover" in self.user_options):
+            return False  # the user chose a HiGHS algorithm or crossover setting
+        return mode == "on" or self.form.shape[1] >= INTERIOR_ABOVE
 
     def _use_sifting(self, mode: str, options: dict[str, Any]) -> bool:
         if mode == "off" or self.is_mip or (self._sift is not None and self._sift.gave_up):
@@ -682,6 +706,22 @@ class HighsBridge:
             suf.clear()
             for comp, val in zip(comps, arr):
                 suf[comp] = float(val)
+
+
+def _interior_mode(v: Any) -> str | None:
+    """``interior`` option (``None`` when not given; then ``off``): ``auto`` — HiGHS's IPM without
+    crossover for LPs of at least ``INTERIOR_ABOVE`` columns; ``on`` — whatever the size; ``off`` —
+    HiGHS as configured (vertices). Only callers that read interior multipliers correctly should
+    get interior points: progressive filling does (``models/maxmin.py``, ``interior_blocked``)."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if str(v) not in INTERIOR:
+        from fairalloc.errors import ParameterError
+
+        raise ParameterError(f"interior = {v!r}: expected one of {', '.join(INTERIOR)}")
+    return str(v)
 
 
 # ---------------------------------------------------------------------- sifting
