@@ -174,6 +174,7 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
         lo, up = (z - slack, np.inf) if form.sense == -1 else (-np.inf, z + slack)
         A = sp.vstack([A, sp.csr_array(form.c.reshape(1, -1))], format="csr")
         row_lb, row_ub = np.append(row_lb, lo), np.append(row_ub, up)
+    A, row_lb, row_ub = merge_parallel_rows(sp.csr_array(A), row_lb, row_ub)
     # in y = x·w (x/η for the allocation), every row divided by its largest coefficient: the LP HiGHS
     # sees does not depend on the units of any resource
     col_s = np.where(weights > 0, 1.0 / np.where(weights > 0, weights, 1.0), 1.0)
@@ -241,6 +242,35 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
     return SolveOutcome(status=status, solver="highs-tiebreak", iterations=iters,
                         objective=objective if status is Status.OPTIMAL else None,
                         build_seconds=build_s, solve_seconds=solve_s, message=message)
+
+
+def merge_parallel_rows(A: sp.csr_array, row_lb: np.ndarray, row_ub: np.ndarray
+                        ) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
+    """Rows with identical coefficients as one row with the tightest of their bounds (exact).
+
+    Progressive filling pins each user between a ``floor`` row (≥ its level) and a ``ceiling`` row
+    (≤ the same level) on the same share: two parallel rows of zero width, which HiGHS's interior
+    point solved to status ``Unknown`` at 2 048 users × 256 servers; one equality row is the same set.
+    Rows without a finite bound are dropped."""
+    A = sp.csr_array(A)
+    A.sort_indices()
+    keep = np.isfinite(row_lb) | np.isfinite(row_ub)
+    first: dict[bytes, int] = {}
+    lo, up = np.array(row_lb, float, copy=True), np.array(row_ub, float, copy=True)
+    rows = []
+    for r in np.flatnonzero(keep):
+        s, e = A.indptr[r], A.indptr[r + 1]
+        key = A.indices[s:e].tobytes() + A.data[s:e].tobytes()
+        k = first.get(key)
+        if k is None:
+            first[key] = int(r)
+            rows.append(int(r))
+        else:
+            lo[k], up[k] = max(lo[k], lo[r]), min(up[k], up[r])
+    idx = np.asarray(rows, np.int64)
+    if idx.size == A.shape[0]:
+        return A, lo, up
+    return sp.csr_array(A[idx]), lo[idx], up[idx]
 
 
 def _relative_violation(form: Any, x: np.ndarray, col_s: np.ndarray) -> float:

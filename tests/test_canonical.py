@@ -97,3 +97,20 @@ def test_column_scale_matches_the_per_pair_map():
         v.set_value(float(rng.uniform(0, 2)) if rng.random() < 0.7 else 0.0)
     a, b = pinned_scale(cs), pinned_scale(ref)
     assert all(a[v] == b[v] for v in ref)
+
+
+def test_parallel_rows_merge_into_one_with_the_tightest_bounds() -> None:
+    import scipy.sparse as sp
+
+    from fairalloc.solvers.canonical import merge_parallel_rows
+
+    A = sp.csr_array(np.array([[1.0, 2.0, 0.0],   # floor: ≥ 3
+                               [0.0, 1.0, 1.0],   # another row
+                               [1.0, 2.0, 0.0],   # ceiling on the same share: ≤ 3
+                               [1.0, 2.5, 0.0],   # not parallel (other coefficient)
+                               [0.0, 0.0, 1.0]]))  # no bound: dropped
+    lo = np.array([3.0, -np.inf, -np.inf, 0.0, -np.inf])
+    up = np.array([np.inf, 4.0, 3.0, 1.0, np.inf])
+    B, blo, bup = merge_parallel_rows(A, lo, up)
+    assert B.toarray().tolist() == [[1.0, 2.0, 0.0], [0.0, 1.0, 1.0], [1.0, 2.5, 0.0]]
+    assert blo.tolist() == [3.0, -np.inf, 0.0] and bup.tolist() == [3.0, 4.0, 1.0]
