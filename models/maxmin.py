@@ -231,8 +231,9 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
     if getattr(handle, "interior_default", False):
         handle.interior = "auto"  # wide LPs without crossover; blocked users by interior_blocked
     status = Status.OPTIMAL
+    vertex = None  # {"interior": "off"}: this round again, for a vertex (interior duals ambiguous)
     while active:
-        out = session.run(handle)
+        out = session.run(handle, options=vertex)
         if out.status is Status.INFEASIBLE and levels:
             # frozen users are held where earlier rounds left them, each row only to the solver's
             # feasibility tolerance; after many rounds the floors can be inconsistent by ~1e-8.
@@ -243,7 +244,7 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
             handle.update(variables=False)
             log.info("progressive filling round %d: floors inconsistent by solver tolerance; "
                      "relaxed by 1e-7 and re-solved", len(rounds) + 1)
-            out = session.run(handle)
+            out = session.run(handle, options=vertex)
         status = worst(status, out.status)
         if not out.ok:
             msg = f"round {len(rounds) + 1}: {out.solver} stopped ({out.status}: {out.message})"
@@ -258,8 +259,8 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
             return MaxMinOutcome(Status.ERROR, levels, rounds, f"round {len(rounds) + 1}: level {t:.6g} "
                                  f"below the previous round's {rounds[-1]['level']:.6g}: the LP lost "
                                  "precision (a share far below what its user could reach)", handle)
-        lps = 1
-        sep = None
+        lps = 1 if vertex is None else 2
+        vertex = sep = None
         y = _duals(handle, [blk.level[n] for n in active])
         if y is not None and out.extra.get("interior"):
             # an interior optimum: its multipliers are strictly complementary, not a vertex's
@@ -268,15 +269,8 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
             if mask is None:
                 log.info("progressive filling round %d: interior multipliers do not separate the "
                          "users (separation %.3g); a vertex solve decides", len(rounds) + 1, sep)
-                out = session.run(handle, options={"interior": "off"})
-                lps += 1
-                status = worst(status, out.status)
-                if not out.ok:
-                    msg = f"round {len(rounds) + 1}: {out.solver} stopped ({out.status}: {out.message})"
-                    return MaxMinOutcome(out.status, levels, rounds, msg, handle)
-                t = level_of(blk)
-                y = _duals(handle, [blk.level[n] for n in active])
-                sep = None
+                vertex = {"interior": "off"}
+                continue
         if y is not None and sep is not None:
             blocked = [n for n, b in zip(active, mask) if b]
             how = "interior duals"
