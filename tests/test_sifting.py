@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+from link_instances import link_instance
 
 from fairalloc import solve
 from fairalloc.errors import ParameterError
@@ -14,23 +15,9 @@ from fairalloc.instance import Instance
 from fairalloc.solvers.highs import HighsBridge
 
 
-def _instance(seed: int, N: int = 12, K: int = 5, limits: bool = False, eligible: bool = False) -> Instance:
-    rng = np.random.default_rng(seed)
-    R = 3
-    cap = rng.uniform(0.5, 2.0, (K, R))
-    dem = rng.uniform(0.05, 1.0, (N, R)) * (rng.random((N, R)) < 0.7)
-    none = ~(dem > 0).any(axis=1)
-    dem[none, rng.integers(0, R, none.sum())] = 0.5
-    link = rng.uniform(0.02, 0.5, (N, 1)) * (rng.random((N, 1)) < 0.8)
-    kw = {}
-    if limits:
-        kw["tasks"] = np.where(rng.random(N) < 0.3, rng.uniform(0.1, 2.0, N), np.inf)
-    if eligible:
-        el = rng.random((N, K)) < 0.6
-        el[np.arange(N), rng.integers(0, K, N)] = True
-        kw["eligible"] = el
-    return Instance.from_arrays(capacity=cap, demand=dem, external_capacity=[0.2 * K],
-                                external_demand=link, name=f"sift-{seed}", **kw)
+def _instance(seed: int, N: int = 12, K: int = 5, limits: bool = False,
+              eligible: bool = False) -> Instance:
+    return link_instance(seed, N, K, limits, eligible, prefix="sift")
 
 
 CASES = [(seed, mech) for seed in range(4) for mech in ("drfh", "tsf", "tsf-er", "utilitarian")]
