@@ -297,3 +297,33 @@ def test_ncp_that_cannot_be_built_in_time_ends_time_limit_at_once(monkeypatch):
     assert r.status.value == "time_limit" and "not started" in r.message
     monkeypatch.setattr(apf_vds, "NCP_SETUP_SECONDS_PER_PAIR", 1e-6)
     assert solve(_inst(0, "plain"), "apf-vds", alpha=2, algorithm="ncp", time_limit=30).ok
+
+
+@pytest.mark.parametrize("kind", [None, "tasks", "budget"])
+def test_dense_schur_and_sparse_lu_agree(monkeypatch, kind):
+    """The Newton system solved on the rows' dense Schur complement (large instances) and by SuperLU on
+    the whole sparse system (small ones) give the same step, with coupling rows (whose coefficients in
+    f and in the slack differ) too; and a whole solve forced onto either path reaches the same
+    equilibrium."""
+    inst = _inst(1300, "placement", N=12, K=4) if kind is None else _coupled(1300, "plain", kind)
+    a0, A0, B0 = utility_parameters(inst, 2.0, None, None)
+    game = _game(inst, a0, *_scaled(a0, A0, B0, utility_scale(inst, a0, A0, B0)),
+                 utility_scale(inst, a0, A0, B0))
+    arrays = _apf_newton._Arrays(game)
+    assert arrays.nr > arrays.ns or kind is None  # the coupling rows are there
+    rng = np.random.default_rng(0)
+    args = (rng.random(arrays.nr) + 0.1, rng.random(arrays.nr), rng.random(arrays.np_),
+            rng.random(arrays.np_), rng.standard_normal(arrays.nr), rng.standard_normal(arrays.N))
+    steps = {}
+    for name, low in (("sparse", 10**12), ("dense", 0)):
+        monkeypatch.setattr(_apf_newton, "DENSE_SCHUR_MIN", low)
+        steps[name] = arrays.solve(*args)
+    for d, s in zip(steps["dense"], steps["sparse"]):
+        np.testing.assert_allclose(d, s, rtol=1e-9, atol=1e-12 * np.abs(s).max())
+    tasks = {}
+    for name, low in (("sparse", 10**12), ("dense", 0)):
+        monkeypatch.setattr(_apf_newton, "DENSE_SCHUR_MIN", low)
+        r = solve(inst, "apf-vds", alpha=2, gains=False)
+        assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-9, r.message
+        tasks[name] = r.tasks
+    np.testing.assert_allclose(tasks["dense"], tasks["sparse"], rtol=1e-8)
