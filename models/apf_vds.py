@@ -447,19 +447,187 @@ def _sweeps(inst: Instance, session: Session, responders: dict[int, Any], x: np.
     return x, status, info, responders
 
 
+GAP = 1e-11  # numpy_best_response: the largest relative duality gap accepted (else Ipopt answers)
+
+
+class _ServerUtility:
+    """``g`` of (22) for one server (``α``, ``A``, ``B`` scalars): value, derivatives and ``g'^{-1}``."""
+
+    def __init__(self, alpha: float, A: float, B: float) -> None:
+        self.a, self.A, self.B = alpha, A, B
+
+    def g(self, z: np.ndarray) -> np.ndarray:
+        a, A = self.a, self.A
+        power = A * np.log(z) if math.isclose(a, 1.0) else A**a * z ** (1 - a) / (1 - a)
+        return power + self.B * np.log(z)
+
+    def gp(self, z: np.ndarray) -> np.ndarray:
+        return (self.A / z) ** self.a + self.B / z
+
+    def gpp(self, z: np.ndarray) -> np.ndarray:
+        return -(self.a * (self.A / z) ** self.a + self.B / z) / z
+
+    def inverse(self, y: np.ndarray) -> np.ndarray:
+        """``z`` with ``g'(z) = y > 0``: closed form for one term, else Newton on ``log z`` inside the
+        bracket ``[max(A y^{-1/α}, B/y), max(A (y/2)^{-1/α}, 2B/y)]`` (``g'`` is decreasing)."""
+        a, A, B = self.a, self.A, self.B
+        if B == 0:
+            return A * y ** (-1.0 / a)
+        if A == 0:
+            return B / y
+        lo = np.log(np.maximum(A * y ** (-1.0 / a), B / y))
+        hi = np.log(np.maximum(A * (y / 2) ** (-1.0 / a), 2 * B / y))
+        t = 0.5 * (lo + hi)
+        for _ in range(100):
+            z = np.exp(t)
+            F = np.log(self.gp(z)) - np.log(y)  # decreasing in t
+            done = np.abs(F) <= 4e-16
+            if done.all():
+                break
+            lo, hi = np.where(F > 0, t, lo), np.where(F > 0, hi, t)
+            step = t - F / (self.gpp(z) * z / self.gp(z))
+            t = np.where(done, t, np.where((step > lo) & (step < hi), step, 0.5 * (lo + hi)))
+        return np.exp(t)
+
+
+def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float, x: np.ndarray,
+                        ub: np.ndarray | None = None, max_iter: int = 200, prices: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, float, float] | None:
+    r"""Server ``i``'s exact best response (12)–(15) given the other servers' tasks, by Newton's method on
+    its dual (a problem in one price per row of the server): ``(column, U_i at it, dual bound)``, or
+    ``None`` if it did not converge (the caller then uses Ipopt, :class:`ServerBestResponse`).
+
+    For prices ``λ ≥ 0`` on the server's rows user ``n`` takes
+    ``x_n(λ) = clip(φ_n γ_{n,i} g'^{-1}(γ_{n,i} λ·d_n) − o_n, 0, ub_n)`` (``o_n = Σ_{j≠i} x_{n,j}``, ``ub``
+    the room task limits and budgets leave); the dual ``Φ(λ) = Σ_n φ_n g(s̃_n(λ)) − Σ_n (λ·d_n) x_n(λ) +
+    λ·c`` is convex with gradient ``c − Σ_n x_n(λ) d_n`` and Hessian ``Σ_n φ_nγ_{n,i}²/|g''| d_n d_nᵀ`` over
+    the users strictly inside their bounds; projected Newton with an Armijo search on ``Φ``. The column is
+    ``x(λ*)`` scaled onto the rows if it is a hair outside; ``U_i(column) ≤ max U_i ≤ Φ(λ*)``, so the gap
+    between the last two numbers bounds the error of a gain computed from either. ``A``, ``B``: the
+    server's own (utility-scaled or not: the argmax is the same). ``prices``: a start for ``λ`` in the same
+    units (an equilibrium's multipliers make the check of an equilibrium immediate); else the largest
+    marginal utility per unit of each row at ``x``."""
+    rows = server_rows(inst)[i]
+    U = rows.users
+    if not len(U):
+        return np.zeros(inst.n_users), 0.0, 0.0
+    u = _ServerUtility(alpha, A, B)
+    d, c = rows.demand[U], rows.capacity
+    gam = inst.gamma[U, i]
+    phi = inst.weight[U]
+    phig = phi * gam
+    x = np.asarray(x, float)
+    o = x[U].sum(axis=1) - x[U, i]
+    cap = np.full(len(U), np.inf) if ub is None else np.asarray(ub, float)
+    if (d <= 0).all(axis=1).any():
+        return None  # a user that needs none of the server's rows: its best response is unbounded
+
+    def primal(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        p = d @ lam
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            want = np.where(p > 0, phig * u.inverse(np.where(p > 0, gam * p, 1.0)) - o, np.inf)
+        col = np.clip(want, 0.0, cap)
+        return col, p, want
+
+    def dual(lam: np.ndarray) -> float:
+        col, p, _ = primal(lam)
+        if not np.isfinite(col).all():
+            return np.inf
+        with np.errstate(divide="ignore"):
+            return float(np.sum(phi * u.g((o + col) / phig)) - p @ col + lam @ c)
+
+    def feasible(lam: np.ndarray) -> tuple[np.ndarray, float]:
+        """``x(λ)`` scaled onto the rows if it is a hair outside, and ``U_i`` there."""
+        col = primal(lam)[0]
+        use = col @ d
+        over = np.max(np.where(use > 0, use / np.maximum(c, 1e-300), 0.0), initial=0.0)
+        col = col / max(1.0, over)
+        return col, float(np.sum(phi * u.g((o + col) / phig)))
+
+    def projected(lam: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        return np.where((lam <= 0) & (grad >= 0), 0.0, grad)
+
+    z0 = np.maximum(x[U].sum(axis=1), 1e-300) / phig
+    m0 = u.gp(z0) / gam
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam = np.where(d > 0, m0[:, None] / np.where(d > 0, d, 1.0), 0.0).max(axis=0)
+    val = dual(lam)
+    if prices is not None and len(prices) == len(lam) and (np.asarray(prices) >= 0).all():
+        given = np.asarray(prices, float)
+        if dual(given) < val:
+            lam, val = given, dual(given)
+    for _ in range(max_iter):
+        col, _, want = primal(lam)
+        if np.isfinite(val) and np.isfinite(col).all():
+            low = feasible(lam)[1]
+            if val - low <= 0.1 * GAP * max(1.0, abs(low)):
+                break
+        grad = c - col @ d
+        fixed = (lam <= 0) & (grad >= 0)
+        free = (want > 0) & (want < cap)
+        z = (o + col) / phig
+        w = np.where(free, phig * gam / np.abs(u.gpp(z)), 0.0)
+        H = (d * w[:, None]).T @ d
+        F = ~fixed
+        step = np.zeros_like(lam)
+        Hf = H[np.ix_(F, F)]
+        Hf[np.diag_indices_from(Hf)] += 1e-12 * max(float(np.trace(Hf)), 1e-300)
+        try:
+            step[F] = np.linalg.solve(Hf, -grad[F])
+        except np.linalg.LinAlgError:
+            step[F] = np.nan
+        size = float(np.linalg.norm(lam[F])) or 1.0
+        if not np.isfinite(step).all() or step @ grad >= 0 or np.linalg.norm(step) > 1e3 * size:
+            # no usable curvature (no user strictly inside its bounds wants this server at these
+            # prices: Φ is linear there): a gradient step that moves λ by half its size
+            g = np.where(F, grad, 0.0)
+            step = -0.5 * size * g / max(float(np.linalg.norm(g)), 1e-300)
+        gnorm = float(np.linalg.norm(projected(lam, grad)))
+        t = 1.0
+        while t > 1e-12:
+            new = np.maximum(lam + t * step, 0.0)
+            nv = dual(new)
+            if nv <= val - 1e-4 * abs(grad @ (new - lam)):
+                break
+            # near λ* Φ is flat to round-off while the gap is first order in the gradient: there a
+            # step that lowers the projected gradient is taken
+            if nv <= val + 1e-13 * max(1.0, abs(val)) and np.isfinite(nv):
+                g_new = c - primal(new)[0] @ d
+                if np.linalg.norm(projected(new, g_new)) < (1 - 1e-4 * t) * gnorm:
+                    break
+            t *= 0.5
+        else:
+            break  # no more progress: judged below
+        lam, val = new, nv
+    if not np.isfinite(primal(lam)[0]).all():
+        return None
+    col, primal_value = feasible(lam)
+    bound = dual(lam)
+    if not np.isfinite(bound) or bound - primal_value > GAP * max(1.0, abs(primal_value)):
+        return None
+    out = np.zeros(inst.n_users)
+    out[U] = col
+    return out, primal_value, bound
+
+
 # ---------------------------------------------------------------------- Nash conditions
 def best_response_gains(inst: Instance, x: np.ndarray, alpha: np.ndarray, A: np.ndarray, B: np.ndarray,
-                        session: Session | None = None, responders: dict[int, Any] | None = None
-                        ) -> dict[str, float | None]:
+                        session: Session | None = None, responders: dict[int, Any] | None = None,
+                        prices: dict[int, np.ndarray] | None = None) -> dict[str, float | None]:
     """``U_i(BR_i(x_{−i}), x_{−i}) − U_i(x)`` for every server with finite ``α_i``: the exact best response by
-    Ipopt, scaled onto server ``i``'s rows if Ipopt left it a hair outside, so the gain is never
-    flattered by an infeasible point. ``None`` for ``α_i = inf`` servers, failed solves, and servers not
-    reached before ``session``'s time limit (a diagnostic: it never holds the result past the limit)."""
+    Newton's method on the server's dual (:func:`numpy_best_response`; its duality gap at most ``GAP``
+    relative) or, under a ``customize`` hook or where that does not converge, by Ipopt; scaled onto
+    server ``i``'s rows if left a hair outside, so the gain is never flattered by an infeasible point.
+    ``None`` for ``α_i = inf`` servers, failed solves, and servers not reached before ``session``'s
+    time limit (a diagnostic: it never holds the result past the limit). ``prices``: multipliers per
+    server (the user's ``g``; :func:`server_rows` order) to start the numpy route from."""
     session = session or Session()
     game = ApfGame(inst, np.where(np.isfinite(alpha), alpha, 1.0), A, B)
-    As, Bs = _scaled(alpha, A, B, utility_scale(inst, alpha, A, B))  # same argmax, tame numbers
+    c = utility_scale(inst, alpha, A, B)
+    As, Bs = _scaled(alpha, A, B, c)  # same argmax, tame numbers
     rows = {r.server: r for r in server_rows(inst)}
     base = game.utility(x)
+    x = np.asarray(x, float)
     gains: dict[str, float | None] = {}
     for i in range(inst.n_servers):
         s = inst.servers[i]
@@ -469,6 +637,22 @@ def best_response_gains(inst: Instance, x: np.ndarray, alpha: np.ndarray, A: np.
         if math.isinf(alpha[i]) or session.expired():
             gains[s] = None
             continue
+        if session.customize is None:  # numpy (the hook edits the Pyomo model of the Ipopt route)
+            users = rows[i].users
+            lim = coupled_users(inst, i, users)
+            ub = np.full(len(users), np.inf)
+            ub[lim] = coupling_room(inst, x, i, users[lim])
+            start = None if prices is None or i not in prices else c[i] * np.asarray(prices[i], float)
+            fast_br = numpy_best_response(inst, i, float(alpha[i]), float(As[i]), float(Bs[i]), x, ub,
+                                          prices=start)
+            if fast_br is not None:
+                u = _ServerUtility(float(alpha[i]), float(As[i]), float(Bs[i]))
+                with np.errstate(divide="ignore"):
+                    now = float(np.sum(inst.weight[users] * u.g(x[users].sum(axis=1) / (
+                        inst.weight[users] * inst.gamma[users, i]))))
+                if np.isfinite(now) and np.isfinite(fast_br[1]):  # (a user with no task: Ipopt's floor)
+                    gains[s] = max(0.0, (fast_br[1] - now) / c[i])  # c_i g_i is what was maximised
+                    continue
         resp = (responders or {}).get(i)
         if not isinstance(resp, ServerBestResponse):
             resp = ServerBestResponse(inst, i, float(alpha[i]), float(As[i]), float(Bs[i]))
@@ -529,7 +713,8 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
                            "multipliers": {f"{inst.servers[r.server]},{name}": float(v)
                                            for r, li in zip(game.rows, lam) for name, v in zip(r.names, li)}}
     if gains:
-        per = best_response_gains(inst, x, a, A_, B_, session)
+        per = best_response_gains(inst, x, a, A_, B_, session,
+                                  prices={r.server: li for r, li in zip(game.rows, lam)})
         known = [g for g in per.values() if g is not None]
         out["best_response_gain"] = max(known) if known else None
         out["per_server_gain"] = per
