@@ -45,8 +45,10 @@ server ("servers with heterogeneous objectives", §3.4).
     Ipopt through :class:`~fairalloc.models._mpec.ScholtesRelaxation` (``mpec.simple_nonlinear``,
     ``x·f ≤ τ`` for ``τ = 10⁻² … 10⁻⁹, 0``, warm started), from the sharing-incentive point ([APF] (41)).
 ``best-response``
-    Gauss–Seidel sweeps: each server solves its own concave problem (12)–(15) by Ipopt (a persistent
-    model per server, the other servers' tasks as variables pinned by their bounds), servers with
+    Gauss–Seidel sweeps: each server solves its own concave problem (12)–(15) exactly, by Newton's method
+    on its dual (:class:`NumpyBestResponse`), or by Ipopt where that does not certify and under a
+    ``customize`` hook (a persistent model per server, the other servers' tasks as variables pinned by
+    their bounds), servers with
     ``α = inf`` compute PS-DSF's leximin response instead (numpy, :class:`NumpyLeximin`); until no
     allocation moves by more than ``tol``. At the sweep cap the point still counts as ``converged``
     when it is certified: the NCP residual at the finite-α servers and, at the ``α = inf`` servers,
@@ -384,16 +386,50 @@ class NumpyLeximin:
         return col, SolveOutcome(status=Status.OPTIMAL, solver="numpy-leximin")
 
 
+class NumpyBestResponse:
+    """Server ``i``'s best response (finite ``α_i``) by :func:`numpy_best_response`, certified by its
+    duality gap; where that does not certify, by Ipopt (:class:`ServerBestResponse`, built on first use).
+    Used instead of Ipopt unless a ``customize`` hook edits the Pyomo models."""
+
+    def __init__(self, inst: Instance, i: int, alpha: float, A: float, B: float) -> None:
+        self.inst, self.i, self.params = inst, i, (alpha, A, B)
+        self.users = next(r for r in server_rows(inst) if r.server == i).users
+        self._limited = coupled_users(inst, i, self.users)
+        self.ipopt: ServerBestResponse | None = None
+        self._lam: np.ndarray | None = None
+
+    def respond(self, x: np.ndarray, session: Session) -> tuple[np.ndarray, SolveOutcome]:
+        ub = np.full(len(self.users), np.inf)
+        if len(self._limited):
+            ub[self._limited] = coupling_room(self.inst, x, self.i, self.users[self._limited])
+        fast_br = numpy_best_response(self.inst, self.i, *self.params, x, ub)
+        if fast_br is not None:
+            self._lam = fast_br[3]
+            return fast_br[0], SolveOutcome(status=Status.OPTIMAL, solver="numpy-dual-newton")
+        if self.ipopt is None:
+            self.ipopt = ServerBestResponse(self.inst, self.i, *self.params)
+        self._lam = None
+        return self.ipopt.respond(x, session)
+
+    def multipliers(self) -> np.ndarray | None:
+        """``λ_{i,r}`` of the last response (the dual's prices, or Ipopt's), in :func:`server_rows` order."""
+        return self.ipopt.multipliers() if self._lam is None and self.ipopt is not None else self._lam
+
+
 def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray, lp: bool = True
-                     ) -> dict[int, ServerBestResponse | ServerLeximin | NumpyLeximin]:
+                     ) -> dict[int, ServerBestResponse | NumpyBestResponse | ServerLeximin | NumpyLeximin]:
+    """Each server's best responder: the Pyomo models (Ipopt, leximin LPs) when ``lp`` (a ``customize``
+    hook edits them), else numpy (:class:`NumpyBestResponse`, :class:`NumpyLeximin`)."""
     out: dict[int, Any] = {}
     for i in range(inst.n_servers):
         if not inst.runnable[:, i].any():
             continue
         if math.isinf(alpha[i]):
             out[i] = ServerLeximin(inst, i) if lp else NumpyLeximin(inst, i)
-        else:
+        elif lp:
             out[i] = ServerBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i]))
+        else:
+            out[i] = NumpyBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i]))
     return out
 
 
@@ -492,9 +528,9 @@ class _ServerUtility:
 
 def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float, x: np.ndarray,
                         ub: np.ndarray | None = None, max_iter: int = 200, prices: np.ndarray | None = None
-                        ) -> tuple[np.ndarray, float, float] | None:
+                        ) -> tuple[np.ndarray, float, float, np.ndarray] | None:
     r"""Server ``i``'s exact best response (12)–(15) given the other servers' tasks, by Newton's method on
-    its dual (a problem in one price per row of the server): ``(column, U_i at it, dual bound)``, or
+    its dual (a problem in one price per row of the server): ``(column, U_i at it, dual bound, λ)``, or
     ``None`` if it did not converge (the caller then uses Ipopt, :class:`ServerBestResponse`).
 
     For prices ``λ ≥ 0`` on the server's rows user ``n`` takes
@@ -510,7 +546,7 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     rows = server_rows(inst)[i]
     U = rows.users
     if not len(U):
-        return np.zeros(inst.n_users), 0.0, 0.0
+        return np.zeros(inst.n_users), 0.0, 0.0, np.zeros(len(rows.capacity))
     u = _ServerUtility(alpha, A, B)
     d, c = rows.demand[U], rows.capacity
     gam = inst.gamma[U, i]
@@ -547,9 +583,11 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     def projected(lam: np.ndarray, grad: np.ndarray) -> np.ndarray:
         return np.where((lam <= 0) & (grad >= 0), 0.0, grad)
 
-    z0 = np.maximum(x[U].sum(axis=1), 1e-300) / phig
+    z0 = x[U].sum(axis=1) / phig
+    held = z0 > 0  # users without any task yet (limits start at 0) value the first one infinitely
+    z0 = np.where(held, z0, float(np.median(z0[held])) if held.any() else 1.0)
     m0 = u.gp(z0) / gam
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         lam = np.where(d > 0, m0[:, None] / np.where(d > 0, d, 1.0), 0.0).max(axis=0)
     val = dual(lam)
     if prices is not None and len(prices) == len(lam) and (np.asarray(prices) >= 0).all():
@@ -607,7 +645,7 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
         return None
     out = np.zeros(inst.n_users)
     out[U] = col
-    return out, primal_value, bound
+    return out, primal_value, bound, lam
 
 
 # ---------------------------------------------------------------------- Nash conditions

@@ -333,7 +333,7 @@ def test_numpy_best_response_agrees_with_ipopt(fam):
             ub[lim] = coupling_room(inst, x, i, users[lim])
             fast = M.numpy_best_response(inst, i, a[i], As[i], Bs[i], x, ub)
             assert fast is not None, (alpha, A, B, i)
-            col, value, bound = fast
+            col, value, bound, _ = fast
             scale = max(1.0, abs(value))
             assert value - 1e-13 * scale <= bound <= value + M.GAP * scale  # weak duality (round-off)
             resp = M.ServerBestResponse(inst, i, a[i], As[i], Bs[i])
@@ -375,3 +375,21 @@ def test_gains_by_numpy_and_by_ipopt_agree(monkeypatch):
         assert fast[s] >= slow[s] - 1e-9  # the exact response gains at least as much as Ipopt's
     full = solve(inst, "apf-vds", alpha=2.0)
     assert full.details["best_response_gain"] <= NASH_TOL
+
+
+def test_best_response_sweeps_by_numpy_and_by_ipopt_agree(monkeypatch):
+    """The best-response algorithm's sweeps with the numpy responses and with Ipopt's (forced) end at the
+    same equilibrium: the totals of both, and of MNW at α = 1, agree; both carry the certificate."""
+    from fairalloc.models import apf_vds as M
+
+    inst = random_instance(71, 8, 3, 3, missing=0.0)
+    for alpha in (1.0, 2.0):
+        fast = solve(inst, "apf-vds", alpha=alpha, algorithm="best-response")
+        with monkeypatch.context() as m:
+            m.setattr(M, "numpy_best_response", lambda *args, **kw: None)
+            slow = solve(inst, "apf-vds", alpha=alpha, algorithm="best-response")
+        for r in (fast, slow):
+            _assert_nash(r, inst)
+        np.testing.assert_allclose(fast.tasks, slow.tasks, rtol=1e-6)
+        if alpha == 1.0:
+            np.testing.assert_allclose(fast.tasks, solve(inst, "mnw").tasks, rtol=1e-7)
