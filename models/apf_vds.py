@@ -97,6 +97,7 @@ from fairalloc.models._apf_ncp import polish as newton_polish
 from fairalloc.models._apf_newton import continuation, coupling_rows, scaled_residual
 from fairalloc.models._mpec import ScholtesRelaxation
 from fairalloc.models._perserver import (
+    ServerRows,
     column_bounds,
     coupled_users,
     coupling_room,
@@ -389,20 +390,25 @@ class NumpyLeximin:
 class NumpyBestResponse:
     """Server ``i``'s best response (finite ``α_i``) by :func:`numpy_best_response`, certified by its
     duality gap; where that does not certify, by Ipopt (:class:`ServerBestResponse`, built on first use).
-    Used instead of Ipopt unless a ``customize`` hook edits the Pyomo models."""
+    Used instead of Ipopt unless a ``customize`` hook edits the Pyomo models. ``row``: the server's
+    :class:`ServerRows` if the caller has them (else read from the instance once)."""
 
-    def __init__(self, inst: Instance, i: int, alpha: float, A: float, B: float) -> None:
+    def __init__(self, inst: Instance, i: int, alpha: float, A: float, B: float,
+                 row: ServerRows | None = None) -> None:
         self.inst, self.i, self.params = inst, i, (alpha, A, B)
-        self.users = next(r for r in server_rows(inst) if r.server == i).users
+        self.row = row if row is not None else server_rows(inst)[i]
+        self.users = self.row.users
         self._limited = coupled_users(inst, i, self.users)
         self.ipopt: ServerBestResponse | None = None
         self._lam: np.ndarray | None = None
 
-    def respond(self, x: np.ndarray, session: Session) -> tuple[np.ndarray, SolveOutcome]:
+    def respond(self, x: np.ndarray, session: Session, prices: np.ndarray | None = None
+                ) -> tuple[np.ndarray, SolveOutcome]:
+        """The response to ``x``; ``prices``: a start for the dual (:func:`numpy_best_response`)."""
         ub = np.full(len(self.users), np.inf)
         if len(self._limited):
             ub[self._limited] = coupling_room(self.inst, x, self.i, self.users[self._limited])
-        fast_br = numpy_best_response(self.inst, self.i, *self.params, x, ub)
+        fast_br = numpy_best_response(self.inst, self.i, *self.params, x, ub, prices=prices, row=self.row)
         if fast_br is not None:
             self._lam = fast_br[3]
             return fast_br[0], SolveOutcome(status=Status.OPTIMAL, solver="numpy-dual-newton")
@@ -421,6 +427,7 @@ def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.nda
     """Each server's best responder: the Pyomo models (Ipopt, leximin LPs) when ``lp`` (a ``customize``
     hook edits them), else numpy (:class:`NumpyBestResponse`, :class:`NumpyLeximin`)."""
     out: dict[int, Any] = {}
+    rows = server_rows(inst)
     for i in range(inst.n_servers):
         if not inst.runnable[:, i].any():
             continue
@@ -429,7 +436,7 @@ def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.nda
         elif lp:
             out[i] = ServerBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i]))
         else:
-            out[i] = NumpyBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i]))
+            out[i] = NumpyBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i]), row=rows[i])
     return out
 
 
@@ -527,8 +534,8 @@ class _ServerUtility:
 
 
 def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float, x: np.ndarray,
-                        ub: np.ndarray | None = None, max_iter: int = 200, prices: np.ndarray | None = None
-                        ) -> tuple[np.ndarray, float, float, np.ndarray] | None:
+                        ub: np.ndarray | None = None, max_iter: int = 200, prices: np.ndarray | None = None,
+                        row: ServerRows | None = None) -> tuple[np.ndarray, float, float, np.ndarray] | None:
     r"""Server ``i``'s exact best response (12)–(15) given the other servers' tasks, by Newton's method on
     its dual (a problem in one price per row of the server): ``(column, U_i at it, dual bound, λ)``, or
     ``None`` if it did not converge (the caller then uses Ipopt, :class:`ServerBestResponse`).
@@ -542,8 +549,9 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     between the last two numbers bounds the error of a gain computed from either. ``A``, ``B``: the
     server's own (utility-scaled or not: the argmax is the same). ``prices``: a start for ``λ`` in the same
     units (an equilibrium's multipliers make the check of an equilibrium immediate); else the largest
-    marginal utility per unit of each row at ``x``."""
-    rows = server_rows(inst)[i]
+    marginal utility per unit of each row at ``x``. ``row``: server ``i``'s :class:`ServerRows` (else
+    read from the instance)."""
+    rows = row if row is not None else server_rows(inst)[i]
     U = rows.users
     if not len(U):
         return np.zeros(inst.n_users), 0.0, 0.0, np.zeros(len(rows.capacity))
@@ -676,25 +684,14 @@ def best_response_gains(inst: Instance, x: np.ndarray, alpha: np.ndarray, A: np.
             gains[s] = None
             continue
         if session.customize is None:  # numpy (the hook edits the Pyomo model of the Ipopt route)
-            users = rows[i].users
-            lim = coupled_users(inst, i, users)
-            ub = np.full(len(users), np.inf)
-            ub[lim] = coupling_room(inst, x, i, users[lim])
             start = None if prices is None or i not in prices else c[i] * np.asarray(prices[i], float)
-            fast_br = numpy_best_response(inst, i, float(alpha[i]), float(As[i]), float(Bs[i]), x, ub,
-                                          prices=start)
-            if fast_br is not None:
-                u = _ServerUtility(float(alpha[i]), float(As[i]), float(Bs[i]))
-                with np.errstate(divide="ignore"):
-                    now = float(np.sum(inst.weight[users] * u.g(x[users].sum(axis=1) / (
-                        inst.weight[users] * inst.gamma[users, i]))))
-                if np.isfinite(now) and np.isfinite(fast_br[1]):  # (a user with no task: Ipopt's floor)
-                    gains[s] = max(0.0, (fast_br[1] - now) / c[i])  # c_i g_i is what was maximised
-                    continue
-        resp = (responders or {}).get(i)
-        if not isinstance(resp, ServerBestResponse):
-            resp = ServerBestResponse(inst, i, float(alpha[i]), float(As[i]), float(Bs[i]))
-        col, out = resp.respond(x, session)
+            fast = NumpyBestResponse(inst, i, float(alpha[i]), float(As[i]), float(Bs[i]), row=rows[i])
+            col, out = fast.respond(x, session, prices=start)
+        else:
+            resp = (responders or {}).get(i)
+            if not isinstance(resp, ServerBestResponse):
+                resp = ServerBestResponse(inst, i, float(alpha[i]), float(As[i]), float(Bs[i]))
+            col, out = resp.respond(x, session)
         if not out.has_point:
             gains[s] = None
             continue
