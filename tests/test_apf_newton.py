@@ -122,6 +122,7 @@ def test_scaled_residual_is_unit_free():
 
 def test_not_certified_falls_back_to_ncp(monkeypatch):
     inst = _inst(800, "plain")
+    monkeypatch.setattr("fairalloc.models.apf_vds.DIRECT_FIRST", False)
 
     def failing(make_game, x0, lam0, rescale, **kw):
         res = _apf_newton.NewtonResult(x0, lam0, False, 1, 1.0, "forced")
@@ -131,6 +132,40 @@ def test_not_certified_falls_back_to_ncp(monkeypatch):
     r = solve(inst, "apf-vds", alpha=2, gains=False)
     assert r.details["algorithm"] == "ncp" and "forced" in r.details["newton"]["fallback"]
     assert r.status.ok
+
+
+@pytest.mark.parametrize("fam,params", [
+    ("plain", {"alpha": 2}), ("placement", {"alpha": 0.5}), ("weights", {"alpha": 2, "A": 1.5, "B": 0.3}),
+    ("time-shared", {"alpha": 3}), ("limits", {"alpha": 2}), ("plain", {"alpha": "0.5,1,2,3,0.5,1,2,3"})])
+def test_direct_newton_at_the_target_agrees_with_the_continuation(monkeypatch, fam, params):
+    """Newton at the target from the sharing-incentive point (the first attempt) and the α-continuation
+    from weighted proportional fairness (the route when it is off) reach the same equilibrium: the same
+    user totals, both certified."""
+    inst = _inst(1300, fam, N=40, K=8)
+    direct = solve(inst, "apf-vds", gains=False, **params)
+    path = direct.details["newton"]["continuation"]
+    assert path[0]["direct"] and path[0]["ok"] and len(path) == 1 and direct.status.value == "optimal"
+    monkeypatch.setattr("fairalloc.models.apf_vds.DIRECT_FIRST", False)
+    cont = solve(inst, "apf-vds", gains=False, **params)
+    path = cont.details["newton"]["continuation"]
+    assert cont.status.value == "optimal" and path[0]["t"] == 0.0 and not any(h.get("direct") for h in path)
+    np.testing.assert_allclose(direct.allocation.sum(axis=1), cont.allocation.sum(axis=1), rtol=1e-8)
+    for r in (direct, cont):
+        assert r.details["ncp_residual_scaled"] <= 1e-9
+
+
+def test_a_failed_direct_attempt_hands_over_to_the_continuation(monkeypatch):
+    inst = _inst(1301, "plain", N=30, K=6)
+
+    def failing(game, x, lam, tol, **kw):
+        return _apf_newton.NewtonResult(x, lam, False, 7, 0.5, "forced")
+
+    monkeypatch.setattr("fairalloc.models.apf_vds.newton", failing)
+    r = solve(inst, "apf-vds", alpha=3, gains=False)
+    path = r.details["newton"]["continuation"]
+    assert path[0] == {"t": 1.0, "iterations": 7, "residual": 0.5, "ok": False, "direct": True}
+    assert path[1]["t"] == 0.0 and path[-1]["t"] == 1.0 and path[-1]["ok"] and r.status.value == "optimal"
+    assert r.details["newton"]["t_reached"] == 1.0
 
 
 def test_inf_alpha_is_psdsf_fast_and_limits_go_to_newton():
@@ -227,6 +262,7 @@ def test_coupling_multipliers_are_unit_free():
 
 def test_coupled_not_certified_falls_back_to_best_response(monkeypatch):
     inst = _coupled(1200, "plain", "tasks", N=4, K=2)
+    monkeypatch.setattr("fairalloc.models.apf_vds.DIRECT_FIRST", False)
 
     def failing(make_game, x0, lam0, rescale, **kw):
         res = _apf_newton.NewtonResult(x0, lam0, False, 1, 1.0, "forced")
