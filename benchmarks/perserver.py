@@ -221,15 +221,30 @@ def run(out: Path, quick: bool = False, resume: bool = False, only: str | None =
                     stop = row["status"] not in ("optimal", "converged") or row["wall_s"] > limit
                 bar.update()
                 pd.DataFrame(rows).to_csv(out / f"{NAME}.csv", index=False)
-    df = pd.DataFrame(rows)
+    df = numeric(pd.DataFrame(rows))
     df.to_csv(out / f"{NAME}.csv", index=False)
     _figure(df, out / f"{NAME}.png")
     (out / f"{NAME}.md").write_text(summary(df, quick, limits))
     return {"name": NAME, "files": [f"{NAME}.csv", f"{NAME}.png", f"{NAME}.md"], "rows": len(df)}
 
 
+NUMERIC = ("users", "servers", "wall_s", "iterations", "lps", "residual", "vs_mnw")
+
+
+def numeric(df: Any) -> Any:
+    """``df`` with its number columns as numbers: rows kept by ``--resume`` come back from the CSV as
+    text (``keep_default_na=False`` keeps α = "inf" and empty cells as written), and a column mixing
+    text and floats plots as categories (the wall times of the kept rows became 1, 2, 3, …)."""
+    import pandas as pd
+
+    for c in NUMERIC:
+        if c in df:
+            df[c] = pd.to_numeric(df[c].replace("", None), errors="coerce")
+    return df
+
+
 def _label(r: Any) -> str:
-    a = "" if r["alpha"] is None or r["alpha"] != r["alpha"] else f" α={r['alpha']}"
+    a = "" if r["alpha"] is None or r["alpha"] != r["alpha"] or r["alpha"] == "" else f" α={r['alpha']}"
     return f"{r['mechanism']}{a} {r['algorithm']}"
 
 
@@ -244,12 +259,14 @@ def _figure(df: Any, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for ax, mech in zip(axes, ("ps-dsf", "apf-vds")):
         sub = plain[plain["mechanism"] == mech]
-        for label, g in sub.groupby(sub.apply(_label, axis=1)):
-            ax.plot(g["pairs"], g["wall_s"], "o-", label=label.replace(f"{mech} ", "").replace(mech, ""),
-                    ms=3)
+        groups = list(sub.groupby(sub.apply(_label, axis=1)))
+        for j, (label, g) in enumerate(groups):  # 20 colours, then another marker: no two lines alike
+            g = g.sort_values("pairs")
+            ax.plot(g["pairs"], g["wall_s"], "os^"[j // 20 % 3] + "-", color=plt.cm.tab20(j % 20),
+                    label=label.replace(f"{mech} ", "").replace(mech, ""), ms=3)
         ax.set(xscale="log", yscale="log", xlabel="users × servers", title=mech)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6, ncol=2, loc="upper left")
     axes[0].set_ylabel("wall time (s), certified runs")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

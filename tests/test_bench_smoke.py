@@ -86,3 +86,22 @@ def test_perserver_case_reports_status_time_and_certificate():
     assert apf["status"] == "optimal" and apf["certified"] and apf["vs_mnw"] < 1e-8
     per = _case({**base, "mechanism": "apf-vds", "params": {"alpha": "per-server"}, "vs_mnw": False})
     assert per["status"] == "optimal" and per["certified"]
+
+
+def test_perserver_resumed_rows_are_numbers(tmp_path):
+    """Rows kept by ``--resume`` come back from the CSV as text; merged with new rows they must be
+    numbers again, or the figure plots the wall times as categories (1, 2, 3, …)."""
+    import pandas as pd
+
+    from benchmarks.perserver import numeric
+
+    pd.DataFrame([{"users": 25, "servers": 4, "alpha": "inf", "wall_s": 12.5, "residual": 1e-12},
+                  {"users": 50, "servers": 8, "alpha": "inf", "wall_s": None, "residual": None}]
+                 ).to_csv(tmp_path / "p.csv", index=False)
+    kept = pd.read_csv(tmp_path / "p.csv", dtype={"alpha": str}, keep_default_na=False)
+    assert not pd.api.types.is_numeric_dtype(kept["wall_s"])  # what resume reads: text
+    df = numeric(pd.concat([kept, pd.DataFrame([{"users": 100, "servers": 16, "alpha": "2",
+                                                 "wall_s": 3.0, "residual": 2e-10}])]))
+    assert df["wall_s"].tolist()[0] == 12.5 and df["wall_s"].isna().tolist() == [False, True, False]
+    assert df["residual"].dtype == float and df["users"].tolist() == [25, 50, 100]
+    assert df["alpha"].tolist() == ["inf", "inf", "2"]
