@@ -772,7 +772,7 @@ PARAMS = [
           "if not certified), ncp (Pyomo MPEC by Ipopt), best-response (Gauss–Seidel), ps-mfa "
           "([APF] Alg. I) or distributed ([APF] (55)-(57))"),
     Param("tol", as_float, 0.0, "stopping tolerance (0: the algorithm's default — newton: scaled NCP "
-          "residual 1e-10; best-response: relative change 1e-9; ps-mfa: merit 1e-16; distributed: Ψ 1e-12)",
+          "residual 1e-9; best-response: relative change 1e-9; ps-mfa: merit 1e-16; distributed: Ψ 1e-12)",
           lambda v: None if v >= 0 else "must be >= 0"),
     Param("max_iter", as_int, 0, "iteration cap (0: the algorithm's default)",
           lambda v: None if v >= 0 else "must be >= 0"),
@@ -1163,9 +1163,10 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
         log.info("apf-vds newton at the target from the sharing-incentive point: %s in %d iterations "
                  "(residual %.1e, %.1f s)", "certified" if direct.ok else "not certified", direct.iterations,
                  direct.residual, time.perf_counter() - start)
-    if direct is not None and direct.ok:
+    if direct is not None and (direct.ok or session.expired()):
+        # certified, or the time is up: its point is the target game's own (residual in the details)
         res, path = direct, [{"t": 1.0, "iterations": direct.iterations, "residual": direct.residual,
-                              "ok": True, "direct": True}]
+                              "ok": direct.ok, "direct": True}]
     else:
         with tqdm(total=1.0, desc="apf-vds newton (α-continuation)", disable=None, leave=False,
                   bar_format="{l_bar}{bar}| t={n:.3f} [{elapsed}]") as bar:
@@ -1183,7 +1184,7 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     details["iterations"] = info["iterations"]
     if res.ok:
         return res.x, res.lam, res.mu, Status.OPTIMAL, ""
-    t_at = reached or 0.0
+    t_at = 1.0 if res is direct else reached or 0.0  # the direct attempt's point is the target game's
     lam = res.lam if target_is_start or t_at == 1.0 else rescale(t_at, 1.0, res.lam)
     if session.expired():
         # the last certified point of the path (t = t_reached; its residual for the target game is

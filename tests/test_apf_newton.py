@@ -363,3 +363,26 @@ def test_dense_schur_and_sparse_lu_agree(monkeypatch, kind):
         assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-9, r.message
         tasks[name] = r.tasks
     np.testing.assert_allclose(tasks["dense"], tasks["sparse"], rtol=1e-8)
+
+
+def test_time_up_during_the_direct_attempt_returns_its_point(monkeypatch):
+    """The time runs out in the direct attempt: ``time_limit``, the direct point (the target game's own:
+    its multipliers as a certified direct point's, never rescaled from the α = 1 game), no continuation."""
+    inst = _inst(1302, "plain", N=20, K=4)
+
+    def direct(ok):
+        def run(game, x, lam, tol, **kw):
+            if not ok:  # the deadline passes during the attempt
+                monkeypatch.setattr("fairalloc.solvers.session.Session.expired", lambda self: True)
+            return _apf_newton.NewtonResult(x, [7.0 + 0 * v for v in lam], ok, 3, 0.0 if ok else 0.25,
+                                            "" if ok else "time limit")
+        return run
+
+    monkeypatch.setattr("fairalloc.models.apf_vds.newton", direct(True))
+    ok = solve(inst, "apf-vds", alpha=2, gains=False, time_limit=60)
+    monkeypatch.setattr("fairalloc.models.apf_vds.newton", direct(False))
+    late = solve(inst, "apf-vds", alpha=2, gains=False, time_limit=60)
+    assert late.status.value == "time_limit" and "no game of the path certified" in late.message
+    assert late.details["newton"]["continuation"] == [
+        {"t": 1.0, "iterations": 3, "residual": 0.25, "ok": False, "direct": True}]
+    assert late.details["multipliers"] == ok.details["multipliers"]
