@@ -581,9 +581,8 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
         with np.errstate(divide="ignore"):
             return float(np.sum(phi * u.g((o + col) / phig)) - p @ col + lam @ c)
 
-    def feasible(lam: np.ndarray) -> tuple[np.ndarray, float]:
-        """``x(λ)`` scaled onto the rows if it is a hair outside, and ``U_i`` there."""
-        col = primal(lam)[0]
+    def feasible(col: np.ndarray) -> tuple[np.ndarray, float]:
+        """``col = x(λ)`` scaled onto the rows if it is a hair outside, and ``U_i`` there."""
         use = col @ d
         over = np.max(np.where(use > 0, use / np.maximum(c, 1e-300), 0.0), initial=0.0)
         col = col / max(1.0, over)
@@ -601,12 +600,13 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     val = dual(lam)
     if prices is not None and len(prices) == len(lam) and (np.asarray(prices) >= 0).all():
         given = np.asarray(prices, float)
-        if dual(given) < val:
-            lam, val = given, dual(given)
+        given_val = dual(given)
+        if given_val < val:
+            lam, val = given, given_val
     for _ in range(max_iter):
         col, _, want = primal(lam)
         if np.isfinite(val) and np.isfinite(col).all():
-            low = feasible(lam)[1]
+            low = feasible(col)[1]
             if val - low <= 0.1 * GAP * max(1.0, abs(low)):
                 break
         grad = c - col @ d
@@ -646,9 +646,10 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
         else:
             break  # no more progress: judged below
         lam, val = new, nv
-    if not np.isfinite(primal(lam)[0]).all():
+    col = primal(lam)[0]
+    if not np.isfinite(col).all():
         return None
-    col, primal_value = feasible(lam)
+    col, primal_value = feasible(col)
     bound = dual(lam)
     if not np.isfinite(bound) or bound - primal_value > GAP * max(1.0, abs(primal_value)):
         return None
@@ -1156,17 +1157,18 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     spread = float(np.abs(np.log(a)).max(initial=0.0))
     first = 1.0 if spread <= np.log(4.0) else float(np.log(4.0) / spread)
     target_is_start = bool(np.allclose(a, 1.0) and np.allclose(A, 1.0) and np.allclose(B, 0.0))
-    direct = None
+    direct, tried = None, []
     if DIRECT_FIRST and not target_is_start:
         g1 = make(1.0)
         direct = newton(g1, x0, g1.multipliers(x0), tol, max_iter=4 * cap, expired=session.expired)
+        tried = [{"t": 1.0, "iterations": direct.iterations, "residual": direct.residual, "ok": direct.ok,
+                  "direct": True}]
         log.info("apf-vds newton at the target from the sharing-incentive point: %s in %d iterations "
                  "(residual %.1e, %.1f s)", "certified" if direct.ok else "not certified", direct.iterations,
                  direct.residual, time.perf_counter() - start)
     if direct is not None and (direct.ok or session.expired()):
         # certified, or the time is up: its point is the target game's own (residual in the details)
-        res, path = direct, [{"t": 1.0, "iterations": direct.iterations, "residual": direct.residual,
-                              "ok": direct.ok, "direct": True}]
+        res, path = direct, tried
     else:
         with tqdm(total=1.0, desc="apf-vds newton (α-continuation)", disable=None, leave=False,
                   bar_format="{l_bar}{bar}| t={n:.3f} [{elapsed}]") as bar:
@@ -1174,9 +1176,7 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
                                      g0.multipliers(x0) if not target_is_start else make(1.0).multipliers(x0),
                                      rescale, tol=tol, expired=session.expired, progress=bar, max_iter=cap,
                                      first_step=first)
-        if direct is not None:
-            path.insert(0, {"t": 1.0, "iterations": direct.iterations, "residual": direct.residual,
-                            "ok": False, "direct": True})
+        path = tried + path
     reached = max((h["t"] for h in path if h["ok"]), default=None)
     info = {"iterations": int(sum(h["iterations"] for h in path)), "continuation": path,
             "residual": res.residual, "t_reached": reached, "seconds": time.perf_counter() - start}
