@@ -19,7 +19,8 @@ Four ways to compute it (``-p algorithm=...``):
     Capacity form: the best responses of ``best-response`` computed in numpy instead of by LPs
     (:func:`leximin_response`: progressive filling of server ``i``'s users' VDS with the other servers'
     tasks as offsets and task limits/budgets as column caps, one vectorised pass per saturating resource
-    or capped batch), in over-relaxed Gauss–Seidel sweeps (:func:`fast`), finished exactly: once the
+    or capped batch), in over-relaxed Gauss–Seidel sweeps (:func:`fast`; a steady walk of the sweeps
+    is extrapolated along its line), finished exactly: once the
     sweeps are close, the structure of the point (support, saturated resources, each pair's lowest
     saturated resource, users at their limits) turns Thm 1 into linear constraints in ``(x, X, τ)``
     (``τ`` a water level per saturated resource) solved as one LP (:func:`exact_finish`); the result
@@ -240,7 +241,7 @@ def _sweeps(inst: Instance, session: Session, tol: float, max_iter: int, servers
         if session.expired():
             status = Status.TIME_LIMIT
             break
-        if step_before is not None and _steady_drift(step_before, step):
+        if step_before is not None and _steady_drift(step_before, step) is not None:
             t = _feasible_ray(rows, x, step, inst, hook_caps(inst, models))
             if t > 1.0:  # jump along the drift to where it must stop; sweeps then decide
                 x = np.maximum(x + t * step, 0.0)
@@ -272,12 +273,16 @@ def _capped_response(inst: Instance, x: np.ndarray, i: int, U: np.ndarray, w: np
     return leximin_response(w, D, c, X - x[U, i], cap=cap)
 
 
-def _steady_drift(a: np.ndarray, b: np.ndarray) -> bool:
-    """Two consecutive sweeps moved the allocation by (nearly) the same vector: Gauss–Seidel is walking
-    along a ridge of near-proportional servers at a constant pace."""
+def _steady_drift(a: np.ndarray, b: np.ndarray, cos: float = 1e-6,
+                  band: tuple[float, float] = (1 / (1 + 1e-3), 1 / (1 - 1e-3))) -> float | None:
+    """Two consecutive sweeps moved the allocation in (nearly) the same direction (cosine at least
+    ``1 − cos``), the second by ``ρ = |b|/|a|`` times the first with ``ρ`` in ``band``: Gauss–Seidel is
+    walking along a ridge at a steady pace. Returns ``ρ``, or ``None`` when the steps are not alike."""
     na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    return na > 0 and nb > 0 and float(a.ravel() @ b.ravel()) >= (1 - 1e-6) * na * nb and abs(
-        na - nb) <= 1e-3 * nb
+    if na > 0 and nb > 0 and float(a.ravel() @ b.ravel()) >= (1 - cos) * na * nb and (
+            band[0] * na <= nb <= band[1] * na):
+        return nb / na
+    return None
 
 
 def hook_caps(inst: Instance, models: dict[int, Any]) -> np.ndarray:
@@ -290,9 +295,10 @@ def hook_caps(inst: Instance, models: dict[int, Any]) -> np.ndarray:
 
 
 def _feasible_ray(rows: list[ServerRows], x: np.ndarray, step: np.ndarray, inst: Instance | None = None,
-                  caps: np.ndarray | None = None) -> float:
+                  caps: np.ndarray | None = None, skip: float = 0.0) -> float:
     """Largest ``t`` with ``x + t·step`` in χ (non-negativity, every server's rows, task limits, budgets)
-    and below ``caps``."""
+    and below ``caps``; ``0`` when nothing bounds it. With ``skip > 0`` the entries that reach zero within
+    ``skip`` steps do not bound it (they are clipped at zero)."""
     t = np.inf
     if inst is not None:
         for limit, use in ((inst.tasks, np.ones_like(x)), (inst.budget_limit, inst.budget_cost)):
@@ -307,7 +313,9 @@ def _feasible_ray(rows: list[ServerRows], x: np.ndarray, step: np.ndarray, inst:
             t = min(t, float(np.min(np.maximum(caps[up] - x[up], 0.0) / step[up])))
     neg = step < 0
     if neg.any():
-        t = min(t, float(np.min(x[neg] / -step[neg])))
+        hit = x[neg] / -step[neg]
+        hit = hit[hit > skip] if skip > 0 else hit
+        t = min(t, float(hit.min(initial=np.inf)))
     for r in rows:
         grow = r.usage(step[:, r.server])
         up = grow > 0
@@ -660,7 +668,10 @@ JUMP_STALL = 6  # ... and none after this many in a row that did not cut the lea
 # sweeps resume from the iterate the first restart replaced (measured at 200 x 32: restarts finish most
 # instances in 50-110 sweeps; where they do not, sweeps from their points took 1.2-7.6x as many as
 # sweeps without restarts)
-PRUNES = 0  # re-solves of the finish LP without the holders that needed slack
+PRUNES = 0  # further relaxed re-solves without the holders that needed slack (measured: 2 was slower)
+PRUNE_CHANGE = 1e-4  # after the restarts, the relaxed LP (for the holders to drop) below this change only
+DRIFT = (1e-4, (0.8, 1.02))  # a steady walk of the sweeps: cosine within 1e-4, step ratio in this band ...
+DRIFT_MAX = 200.0  # ... extrapolated at most this many sweeps ahead
 OMEGAS = (1.5, 1.0, 0.7, 0.5)  # over-relaxation factors, the next one after 100 sweeps without progress
 
 
@@ -676,6 +687,15 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     column moves to ``x + ω(response − x)`` (successive over-relaxation, ``ω = omega``; after
     100 sweeps without progress ``ω`` moves on to 1, 0.7, 0.5: a stalled or cycling sweep changes pace).
 
+    **Steady walks.** While the support and the saturated resources stay the same, a sweep is an affine
+    map; with an eigenvalue at (or near) 1 the iterate walks along a line at a constant pace, for hundreds
+    of sweeps, until an entry reaches zero and the structure changes. When two sweeps' steps point the
+    same way (cosine within ``DRIFT[0]`` of 1) with a ratio ``ρ`` in ``DRIFT[1]``, the iterate jumps
+    along the step to where the first entry that does not reach zero within one more sweep does
+    (``_feasible_ray`` with ``skip=1``; at most ``DRIFT_MAX`` sweeps ahead), or, when the steps shrink
+    (``ρ < 1``), to the geometric limit ``ρ/(1 − ρ)`` steps ahead if that is nearer
+    (``details.finish.drifts``). The next sweeps restore χ.
+
     The sweeps converge only linearly (and at 200 × 32 they may cycle), so once the responses move by
     less than ``10⁻³`` relative (again each time they have shrunk tenfold, and every 25 sweeps), the
     structure of the current responses is solved exactly (:func:`exact_finish`, ``finish=False`` skips
@@ -690,7 +710,11 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     Each attempt first solves the structure's LP without slacks (a few hundred columns at 200 × 32,
     infeasible in milliseconds unless the structure is right); the relaxed LP, with one slack per
     Thm 1 row (35 000 columns at 400 × 64, tens of seconds), is solved only while a restart may use
-    its point.
+    its point or once the relative change is below ``PRUNE_CHANGE``. **Pruning.** The support pairs
+    whose holder rows needed slack in the relaxed LP leave the support, and the structure's LP is
+    solved again without them (``drop``; ``details.finish.pruned``: 1 when this finished the run): a
+    point read near a fixed point may count as holders pairs that hold almost nothing, and each
+    forces its user's VDS to the level of every saturated resource it demands there.
     ``x0`` starts the sweeps from a given allocation instead of 0 (e.g. ``apf-vds`` at α = 3,
     whose α → ∞ limit PS-DSF is; measured on the 200 × 32 placement instance it saved little: 926
     sweeps against 1004). Otherwise the sweeps stop at a fixed point (every response
@@ -716,6 +740,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     next_try, last_try = 1e-2, 0
     report: dict[str, Any] = {"attempts": 0}
     checkpoint: tuple[np.ndarray, float] | None = None
+    step_before = None
     # restarts solve the relaxed LP, whose size grows with users x servers: fewer of them on large instances
     max_jumps = max(1, min(MAX_JUMPS, round(MAX_JUMPS * JUMP_PAIRS / max(1, inst.n_users * inst.n_servers))))
 
@@ -723,6 +748,14 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
         slacks = report.get("slacks", [])
         stalled = len(slacks) > JUMP_STALL and min(slacks[-JUMP_STALL:]) > 0.7 * min(slacks[:-JUMP_STALL])
         return "resumed" not in report and report.get("jumps", 0) < max_jumps and not stalled
+
+    def finished(y: np.ndarray | None, pruned: int) -> tuple[np.ndarray, Status, dict[str, Any]] | None:
+        """The run's result when ``y``, an exact finish's point, carries the certificate."""
+        if y is None or not psdsf_certificate(inst, y, tol=1e-9)["holds"]:
+            return None
+        report.update(sweep=sweep, pruned=pruned, change=rel)
+        log.info("ps-dsf fast: exact finish after %d sweeps", sweep)
+        return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report, "max_change": history}
 
     bar = tqdm(total=max_iter, desc="ps-dsf fast", unit="sweep", file=sys.stderr,
                disable=None if progress is None else not progress, leave=False)
@@ -733,6 +766,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                 best_at = sweep
             X = x.sum(axis=1)
             resid = 0.0
+            start = x.copy()
             for i, U, w, D, c, lim in pre:
                 old = x[U, i]
                 col = _capped_response(inst, x, i, U, w, D, c, lim, X[U])
@@ -744,6 +778,17 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                 X[U] += new - old
                 x[U, i] = new
             history.append(resid)
+            step = x - start
+            rho = None if step_before is None else _steady_drift(step_before, step, *DRIFT)
+            if rho is not None:  # a steady walk: jump to where it leaves the line or to its limit
+                t = _feasible_ray([], x, step, skip=1.0)
+                if rho < 1 - 1e-3:
+                    t = min(t, rho / (1 - rho))
+                if t > 1.0:
+                    x = np.maximum(x + min(t, DRIFT_MAX) * step, 0.0)
+                    report["drifts"] = report.get("drifts", 0) + 1
+                    step = None
+            step_before = step
             rel = resid / max(1e-300, float(x.max(initial=0.0)))
             if rel < 0.5 * best:
                 best, best_at = rel, sweep
@@ -759,29 +804,29 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                 limit = None if session is None else session.remaining()
                 # the structure's own LP first (no slack: a small LP, infeasible unless the structure
                 # is right); the relaxed one, much larger, only when its point may be used
-                y = exact_finish(inst, resp, 1e-6, 1e-7, time_limit=limit)
-                if y is not None and psdsf_certificate(inst, y, tol=1e-9)["holds"]:
-                    report.update(sweep=sweep, pruned=0, change=rel)
-                    log.info("ps-dsf fast: exact finish after %d sweeps", sweep)
-                    return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report,
-                                                 "max_change": history}
-                for prune in range(PRUNES + 1 if may_jump() else 0):
+                done = finished(exact_finish(inst, resp, 1e-6, 1e-7, time_limit=limit), 0)
+                if done:
+                    return done
+                for prune in range(PRUNES + 1 if may_jump() or rel <= PRUNE_CHANGE else 0):
                     out: dict[str, Any] = {}
                     y = exact_finish(inst, resp, 1e-6, 1e-7, relax=True, drop=drop, out=out,
                                      time_limit=None if session is None else session.remaining())
                     if y is None:
                         break
-                    if psdsf_certificate(inst, y, tol=1e-9)["holds"]:
-                        report.update(sweep=sweep, pruned=prune, change=rel)
-                        log.info("ps-dsf fast: exact finish after %d sweeps", sweep)
-                        return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report,
-                                                     "max_change": history}
+                    done = finished(y, prune)
+                    if done:
+                        return done
                     jump = y if jump is None else jump
                     report.setdefault("slacks", []).append(out["slack"])
                     if not out["offenders"].any():
                         break
                     # holders that needed slack leave the support (the LP could not empty them)
                     drop = out["offenders"] if drop is None else drop | out["offenders"]
+                    # the structure's own LP again without them
+                    done = finished(exact_finish(inst, resp, 1e-6, 1e-7, drop=drop, time_limit=None
+                                                 if session is None else session.remaining()), prune + 1)
+                    if done:
+                        return done
                 if jump is not None and may_jump():
                     if checkpoint is None:
                         checkpoint = (x.copy(), om)

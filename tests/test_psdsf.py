@@ -291,13 +291,48 @@ def test_exact_finish_from_a_rough_point():
     np.testing.assert_allclose(y.sum(axis=1), x.sum(axis=1), rtol=1e-5)
 
 
+def test_exact_finish_without_the_holders_that_needed_slack():
+    """Where the structure read from a point admits no PS-DSF allocation (the plain LP is infeasible),
+    the relaxed LP names the holders that needed slack; the plain LP without them certifies. ``fast``
+    takes this step in every attempt (``details.finish.pruned``)."""
+    from fairalloc.models.psdsf import exact_finish, fast
+
+    inst = random_instance(4, 30, 6, 4, missing=0.0)
+    x, _, _ = fast(inst, max_iter=40, finish=False, progress=False)
+    assert exact_finish(inst, x) is None
+    out: dict = {}
+    assert exact_finish(inst, x, relax=True, out=out) is not None and out["slack"] > 1e-4
+    y = exact_finish(inst, x, drop=out["offenders"])
+    assert y is not None and psdsf_certificate(inst, y, tol=1e-9)["holds"]
+    assert not (y[out["offenders"]] > 0).any()
+    x, status, info = fast(inst, progress=False)
+    assert status.value == "converged" and info["finish"]["pruned"] == 1
+    assert psdsf_certificate(inst, x, tol=1e-9)["holds"]
+
+
+def test_fast_extrapolates_a_steady_walk(monkeypatch):
+    """When two sweeps move the iterate in the same direction by about as much, ``fast`` jumps along it
+    to where an entry reaches zero (``details.finish.drifts``): on this instance 78 sweeps instead of
+    331, both certified."""
+    import fairalloc.models.psdsf as psdsf
+
+    inst = random_instance(10, 30, 6, 4, missing=0.0, placement=True)
+    x, status, info = psdsf.fast(inst, progress=False)
+    assert status.value == "converged" and psdsf_certificate(inst, x, tol=1e-9)["holds"]
+    assert info["finish"]["drifts"] >= 1 and info["sweeps"] < 150
+    monkeypatch.setattr(psdsf, "DRIFT", (0.0, (np.inf, 0.0)))  # no step is ever steady
+    y, status, slow = psdsf.fast(inst, progress=False)
+    assert status.value == "converged" and psdsf_certificate(inst, y, tol=1e-9)["holds"]
+    assert "drifts" not in slow["finish"] and slow["sweeps"] > 2 * info["sweeps"]
+
+
 def test_fast_resumes_its_own_sweeps_when_the_restarts_do_not_finish(monkeypatch):
     """With a single restart allowed, instances the first restart does not finish go on from the
     iterate it replaced (``details.finish.resumed``) and still end converged with the certificate."""
     import fairalloc.models.psdsf as psdsf
 
     monkeypatch.setattr(psdsf, "MAX_JUMPS", 1)
-    for family, seed in (("plain", 2), ("plain", 4), ("placement", 10)):
+    for family, seed in (("plain", 5), ("plain", 9), ("placement", 10)):
         inst = random_instance(seed, 30, 6, 4, missing=0.0, **GEN_FAMILIES[family])
         x, status, info = psdsf.fast(inst, progress=False)
         assert info["finish"]["jumps"] == 1 and info["finish"]["resumed"] >= 1, (family, seed)
