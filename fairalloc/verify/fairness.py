@@ -74,26 +74,26 @@ def envy_values(inst: Instance, x: np.ndarray) -> np.ndarray:
             frac = np.where(g > 0, x / np.where(g > 0, g, 1.0), 0.0)  # (M, K) time fractions
         V = (elig * g) @ frac.T  # V[n, m] = Σ_i δ[n,i] γ[n,i] x[m,i]/γ[m,i]
     else:
-        V = _ratio_min(inst.demand) * (elig @ x.T)  # server term
+        mu = _ratio_min(inst.demand)
+        V = mu * (elig @ x.T)  # server term
         if inst.external:
             ext = inst.external_demand
             scoped = ~inst.external_scope.all(axis=1)
-            for n in range(inst.n_users):
-                mine = np.flatnonzero(ext[n] > 0)
-                if not mine.size:
+            several = ((ext > 0) & scoped[None, :]).sum(axis=1) > 1
+            for n in np.flatnonzero(several):  # the exact small LP, pair by pair
+                for m in range(inst.n_users):
+                    if m != n and V[n, m] > 0:
+                        cap = mu[n, m] * inst.eligible[n] * x[m]
+                        V[n, m] = min(V[n, m], _external_value(inst, n, m, x, cap))
+            for e in range(ext.shape[1]):  # in order of e, as each user's row is updated in turn
+                users = np.flatnonzero((ext[:, e] > 0) & ~several)
+                if not users.size:
                     continue
-                if scoped[mine].sum() > 1:  # the exact small LP, pair by pair
-                    for m in range(inst.n_users):
-                        if m != n and V[n, m] > 0:
-                            cap = _ratio_min(inst.demand)[n, m] * inst.eligible[n] * x[m]
-                            V[n, m] = min(V[n, m], _external_value(inst, n, m, x, cap))
-                    continue
-                for e in mine:
-                    S = inst.external_scope[e]
-                    # tasks n runs inside S_e are limited by m's amount of e; outside S_e, not at all
-                    inside = ext[:, e] / ext[n, e] * x[:, S].sum(axis=1)
-                    outside = _ratio_min(inst.demand)[n] * (inst.eligible[n, ~S] * x[:, ~S]).sum(axis=1)
-                    V[n] = np.minimum(V[n], outside + np.minimum(inside, V[n] - outside))
+                S = inst.external_scope[e]
+                # tasks n runs inside S_e are limited by m's amount of e; outside S_e, not at all
+                inside = (ext[None, :, e] / ext[users, e][:, None]) * x[:, S].sum(axis=1)[None, :]
+                outside = mu[users] * (elig[users][:, ~S] @ x[:, ~S].T)
+                V[users] = np.minimum(V[users], outside + np.minimum(inside, V[users] - outside))
     V = V * (inst.weight[:, None] / inst.weight[None, :])
     return np.minimum(V, inst.tasks[:, None])
 
