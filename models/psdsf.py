@@ -778,7 +778,15 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                 X[U] += new - old
                 x[U, i] = new
             history.append(resid)
-            step = x - start
+            rel = resid / max(1e-300, float(x.max(initial=0.0)))
+            if rel < 0.5 * best:
+                best, best_at = rel, sweep
+            bar.update(1)
+            bar.set_postfix_str(f"change {rel:.2g}", refresh=False)
+            if resid <= fp * max(1.0, float(x.max(initial=0.0))):
+                status = Status.CONVERGED
+                break
+            step = x - start  # (the jump moves x; the finish below reads the responses)
             rho = None if step_before is None else _steady_drift(step_before, step, *DRIFT)
             if rho is not None:  # a steady walk: jump to where it leaves the line or to its limit
                 t = _feasible_ray([], x, step, skip=1.0)
@@ -789,21 +797,14 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                     report["drifts"] = report.get("drifts", 0) + 1
                     step = None
             step_before = step
-            rel = resid / max(1e-300, float(x.max(initial=0.0)))
-            if rel < 0.5 * best:
-                best, best_at = rel, sweep
-            bar.update(1)
-            bar.set_postfix_str(f"change {rel:.2g}", refresh=False)
-            if resid <= fp * max(1.0, float(x.max(initial=0.0))):
-                status = Status.CONVERGED
-                break
             if finish and (rel <= next_try or (sweep - last_try >= 25 and next_try < 1e-2)):
                 last_try, next_try = sweep, min(next_try, rel) / 10
                 report["attempts"] += 1
                 drop, jump = None, None
                 limit = None if session is None else session.remaining()
                 # the structure's own LP first (no slack: a small LP, infeasible unless the structure
-                # is right); the relaxed one, much larger, only when its point may be used
+                # is right); the relaxed one, much larger, only when its point may be used or, close
+                # to a fixed point, to name the holders to drop
                 done = finished(exact_finish(inst, resp, 1e-6, 1e-7, time_limit=limit), 0)
                 if done:
                     return done
