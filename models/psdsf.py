@@ -749,6 +749,9 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
         stalled = len(slacks) > JUMP_STALL and min(slacks[-JUMP_STALL:]) > 0.7 * min(slacks[:-JUMP_STALL])
         return "resumed" not in report and report.get("jumps", 0) < max_jumps and not stalled
 
+    def left() -> float | None:  # the session's remaining seconds, for the finish LPs
+        return None if session is None else session.remaining()
+
     def finished(y: np.ndarray | None, pruned: int) -> tuple[np.ndarray, Status, dict[str, Any]] | None:
         """The run's result when ``y``, an exact finish's point, carries the certificate."""
         if y is None or not psdsf_certificate(inst, y, tol=1e-9)["holds"]:
@@ -801,17 +804,16 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                 last_try, next_try = sweep, min(next_try, rel) / 10
                 report["attempts"] += 1
                 drop, jump = None, None
-                limit = None if session is None else session.remaining()
                 # the structure's own LP first (no slack: a small LP, infeasible unless the structure
                 # is right); the relaxed one, much larger, only when its point may be used or, close
                 # to a fixed point, to name the holders to drop
-                done = finished(exact_finish(inst, resp, 1e-6, 1e-7, time_limit=limit), 0)
+                done = finished(exact_finish(inst, resp, 1e-6, 1e-7, time_limit=left()), 0)
                 if done:
                     return done
                 for prune in range(PRUNES + 1 if may_jump() or rel <= PRUNE_CHANGE else 0):
                     out: dict[str, Any] = {}
                     y = exact_finish(inst, resp, 1e-6, 1e-7, relax=True, drop=drop, out=out,
-                                     time_limit=None if session is None else session.remaining())
+                                     time_limit=left())
                     if y is None:
                         break
                     done = finished(y, prune)
@@ -824,8 +826,8 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                     # holders that needed slack leave the support (the LP could not empty them)
                     drop = out["offenders"] if drop is None else drop | out["offenders"]
                     # the structure's own LP again without them
-                    done = finished(exact_finish(inst, resp, 1e-6, 1e-7, drop=drop, time_limit=None
-                                                 if session is None else session.remaining()), prune + 1)
+                    done = finished(exact_finish(inst, resp, 1e-6, 1e-7, drop=drop, time_limit=left()),
+                                    prune + 1)
                     if done:
                         return done
                 if jump is not None and may_jump():
