@@ -539,6 +539,40 @@ def leximin_response(w: np.ndarray, D: np.ndarray, c: np.ndarray, o: np.ndarray,
     return x
 
 
+class _Rows:
+    """Rows of a sparse LP assembled from arrays (:func:`exact_finish`): coefficients as COO entries,
+    right-hand sides 0 unless given, rows numbered in the order their blocks were opened."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.coo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.rhs: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def block(self, counts: np.ndarray) -> np.ndarray:
+        """Open ``counts.sum()`` rows, ``counts[j]`` for the ``j``-th item: the first row of each item."""
+        first = self.n + np.cumsum(counts) - counts
+        self.n += int(np.sum(counts))
+        return first
+
+    def add(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
+        """Coefficients ``vals`` at ``(rows, cols)``."""
+        self.coo.append((np.asarray(rows, int), np.asarray(cols, int), np.asarray(vals, float)))
+
+    def set(self, rows: np.ndarray, rhs: np.ndarray | float) -> None:
+        """Right-hand sides of ``rows``."""
+        self.rhs.append((np.asarray(rows, int), np.asarray(rhs, float)))
+
+    def matrix(self, ncols: int) -> tuple[Any, np.ndarray]:
+        import scipy.sparse as sp
+
+        r, c = (np.concatenate([e[j] for e in self.coo] or [np.zeros(0, int)]) for j in (0, 1))
+        v = np.concatenate([e[2] for e in self.coo] or [np.zeros(0)])
+        b = np.zeros(self.n)
+        for at, val in self.rhs:
+            b[at] = val
+        return sp.csr_array((v, (r, c)), shape=(self.n, ncols)), b
+
+
 def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: float = 1e-7,
                  relax: bool = False, drop: np.ndarray | None = None, out: dict[str, Any] | None = None,
                  time_limit: float | None = None) -> np.ndarray | None:
@@ -586,15 +620,24 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     P = len(pairs)
     pid = -np.ones((N, K), int)
     pid[pairs[:, 0], pairs[:, 1]] = np.arange(P)
-    eq: list[tuple[list[int], list[float], float]] = []
-    ub: list[tuple[list[int], list[float], float]] = []
-    for n in range(N):  # X_n = Σ_i x[n,i]; limits and budgets
-        ks = np.flatnonzero(pid[n] >= 0)
-        eq.append(([*pid[n, ks].tolist(), P + n], [1.0] * len(ks) + [-1.0], 0.0))
-        if np.isfinite(T[n]):
-            (eq if at_limit[n] else ub).append(([P + n], [1.0], float(T[n])))
-        if np.isfinite(B[n]):
-            (eq if broke[n] else ub).append((pid[n, ks].tolist(), cost[n, ks].tolist(), float(B[n])))
+    eq, ub = _Rows(), _Rows()  # rows numbered in the order of the loops below
+    # per user: X_n = Σ_i x[n,i], then its limit X_n ≤ T_n and its budget Σ_i cost x ≤ B_n (equalities
+    # where they bind), one user after the other
+    t_eq, b_eq = np.isfinite(T) & at_limit, np.isfinite(B) & broke
+    t_ub, b_ub = np.isfinite(T) & ~at_limit, np.isfinite(B) & ~broke
+    first_eq = eq.block(1 + t_eq + b_eq)
+    first_ub = ub.block(t_ub.astype(int) + b_ub)
+    owner = pairs[:, 0]
+    eq.add(first_eq[owner], np.arange(P), np.ones(P))
+    eq.add(first_eq, P + np.arange(N), -np.ones(N))
+    for rows_of, sel, at in ((eq, t_eq, first_eq + 1), (ub, t_ub, first_ub)):
+        n = np.flatnonzero(sel)
+        rows_of.add(at[n], P + n, np.ones(len(n)))
+        rows_of.set(at[n], T[n])
+    for rows_of, sel, at in ((eq, b_eq, first_eq + 1 + t_eq), (ub, b_ub, first_ub + t_ub)):
+        n, on = np.flatnonzero(sel), np.flatnonzero(sel[owner])
+        rows_of.add(at[owner[on]], on, cost[owner[on], pairs[on, 1]])
+        rows_of.set(at[n], B[n])
     ntau = 0
     holder_row: list[tuple[np.ndarray, np.ndarray, int]] = []  # (ub row indices, holders m, server i)
     wg = inst.weight[:, None] * inst.gamma
@@ -606,33 +649,30 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         col = np.full(len(c), -1)
         for k in range(len(c)):
             users = hu[D[hu, k] > 0]
-            (eq if sat[k] else ub).append((pid[users, i].tolist(), D[users, k].tolist(), float(c[k])))
+            rows_of = eq if sat[k] else ub
+            row = rows_of.block(np.ones(1, int))
+            rows_of.add(np.repeat(row, len(users)), pid[users, i], D[users, k])
+            rows_of.set(row, c[k])
             if sat[k]:
                 col[k] = P + N + ntau
                 ntau += 1
                 level[k] = float(vds[users, i].max(initial=0.0))
                 # holders: X_m ≤ φ_m γ[m,i] τ[i,k]
-                holder_row.append((np.arange(len(ub), len(ub) + len(users)), users, i))
-                ub.extend(([P + int(m), int(col[k])], [1.0, -float(g)], 0.0)
-                          for m, g in zip(users, wg[users, i]))
+                at = ub.block(np.ones(len(users), int))
+                holder_row.append((at, users, i))
+                ub.add(at, P + users, np.ones(len(users)))
+                ub.add(at, np.full(len(users), col[k]), -wg[users, i])
         U = r.users[~(at_limit[r.users] | (broke[r.users] & (cost[r.users, i] > 0)))]
         dem = (D[U] > 0) & sat
         if not dem.any(axis=1).all():  # a user with no saturated resource: no PS-DSF point here
             return None
         k_n = np.argmin(np.where(dem, level, np.inf), axis=1)  # X_n ≥ φ_n γ[n,i] τ[i,r(n,i)]
-        ub.extend(([P + int(n), int(col[k])], [-1.0, float(g)], 0.0) for n, k, g in zip(U, k_n, wg[U, i]))
+        at = ub.block(np.ones(len(U), int))
+        ub.add(at, P + U, -np.ones(len(U)))
+        ub.add(at, col[k_n], wg[U, i])
     nv = P + N + ntau
-
-    def matrix(rows_: list[tuple[list[int], list[float], float]]) -> tuple[Any, np.ndarray]:
-        lens = np.fromiter((len(cols) for cols, _, _ in rows_), int, len(rows_))
-        r_ = np.repeat(np.arange(len(rows_)), lens)
-        c_ = np.fromiter((j for cols, _, _ in rows_ for j in cols), int, int(lens.sum()))
-        v_ = np.fromiter((v for _, vals, _ in rows_ for v in vals), float, int(lens.sum()))
-        return (sp.csr_array((v_, (r_, c_)), shape=(len(rows_), nv)),
-                np.fromiter((b for _, _, b in rows_), float, len(rows_)))
-
-    Aeq, beq = matrix(eq)
-    Aub, bub = matrix(ub)
+    Aeq, beq = eq.matrix(nv)
+    Aub, bub = ub.matrix(nv)
     obj = np.zeros(nv)
     bounds = [(0, None)] * P + [(0, None)] * N + [(None, None)] * ntau
     if relax:  # Thm 1's rows (right-hand side 0) get a slack each, its total minimised
