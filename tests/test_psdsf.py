@@ -343,6 +343,56 @@ def test_fast_drops_the_pairs_its_sweeps_are_draining(monkeypatch):
     assert "draining" not in slow["finish"] and slow["sweeps"] > info["sweeps"] + 25
 
 
+def test_exact_finish_row_generation_gives_the_full_lps_answer(monkeypatch):
+    """The structure LP leaves out the bottleneck rows of users well above their level and adds them
+    back when violated: at points a ``fast`` run tried, leaving out every bottleneck row at first
+    (``LAZY_GAP = -1``: the LP is then solved 2-4 times), the rows above the level (0), the default 5 %
+    and none (``inf``) give the same verdict — infeasible or not, certified or not — and the relaxed LP
+    the same least total slack."""
+    import scipy.optimize
+
+    import fairalloc.models.psdsf as psdsf
+
+    finish, linprog = psdsf.exact_finish, scipy.optimize.linprog
+    points: list[np.ndarray] = []
+    solves, calls = [0], [0]  # with every row left out at first
+
+    def count(*args, **kwargs):
+        solves[0] += 1
+        return linprog(*args, **kwargs)
+
+    def spy(inst, x, *args, **kwargs):
+        points.append(x.copy())
+        return finish(inst, x, *args, **kwargs)
+
+    for family, seed in (("plain", 8), ("limits", 3), ("weights", 4)):
+        inst = random_instance(seed, 30, 6, 4, missing=0.0, **GEN_FAMILIES[family])
+        points.clear()
+        monkeypatch.setattr(psdsf, "exact_finish", spy)
+        psdsf.fast(inst, progress=False)
+        monkeypatch.setattr(psdsf, "exact_finish", finish)
+        assert points, (family, seed)
+        for x in points[:8]:
+            for relax in (False, True):
+                seen = []
+                for gap in (-1.0, 0.0, 0.05, np.inf):
+                    monkeypatch.setattr(psdsf, "LAZY_GAP", gap)
+                    if gap < 0:
+                        calls[0] += 1
+                        monkeypatch.setattr(scipy.optimize, "linprog", count)
+                    out: dict = {}
+                    y = finish(inst, x, relax=relax, out=out)
+                    monkeypatch.setattr(scipy.optimize, "linprog", linprog)
+                    holds = y is not None and psdsf_certificate(inst, y, tol=1e-9)["holds"]
+                    seen.append((y is None, out.get("slack_total"), holds))
+                assert len({s[0] for s in seen}) == 1, (family, seed, relax, seen)
+                if relax and not seen[0][0]:
+                    np.testing.assert_allclose([s[1] for s in seen], seen[0][1], rtol=1e-7, atol=1e-12)
+                if not relax:
+                    assert len({s[2] for s in seen}) == 1, (family, seed, seen)
+    assert solves[0] > calls[0]  # rows were added back and the LP solved again
+
+
 def test_fast_resumes_its_own_sweeps_when_the_restarts_do_not_finish(monkeypatch):
     """With a single restart allowed, instances the first restart does not finish go on from the
     iterate it replaced (``details.finish.resumed``) and still end converged with the certificate."""
