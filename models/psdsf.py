@@ -789,9 +789,10 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     solved again without them (``drop``; ``details.finish.pruned``: 1 when this finished the run): a
     point read near a fixed point may count as holders pairs that hold almost nothing, and each
     forces its user's VDS to the level of every saturated resource it demands there. **Draining
-    pairs.** Between the plain LP and the relaxed one, the structure's LP is solved without the pairs
-    whose response fell by more than ``DRAINING`` (1 %, then 10 %) since the previous attempt
-    (``details.finish.draining``: the fraction, when this finished the run). Near a slow fixed point
+    pairs.** Once the restarts are over, between the plain LP and the relaxed one, the structure's LP
+    is solved without the pairs whose response fell by more than ``DRAINING`` (1 %, then 10 %) since
+    the previous attempt (``details.finish.draining``: the fraction, when this finished the run). Near
+    a slow fixed point
     nearly every held pair is at its user's bottleneck level, many more than a PS-DSF vertex needs
     (on plain seed 8 at 200 × 32: about 670 where the certified point has 324); each one held is a
     holder row that makes the LP over-determined, and the pairs the sweeps are emptying are the
