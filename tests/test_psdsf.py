@@ -330,7 +330,7 @@ def test_fast_extrapolates_a_steady_walk(monkeypatch):
 def test_fast_drops_the_pairs_its_sweeps_are_draining(monkeypatch):
     """Once the restarts are over, an attempt whose structure LP fails is retried without the pairs whose
     response fell by 1 % (then 10 %) since the previous attempt (``details.finish.draining``): on this
-    instance that certifies after 111 sweeps; without it the run certifies only after 159."""
+    instance that certifies after 116 sweeps; without it the run certifies only after 164."""
     import fairalloc.models.psdsf as psdsf
 
     inst = random_instance(26, 50, 8, 4, missing=0.0, limits=True)
@@ -346,7 +346,7 @@ def test_fast_drops_the_pairs_its_sweeps_are_draining(monkeypatch):
 def test_exact_finish_row_generation_gives_the_full_lps_answer(monkeypatch):
     """The structure LP leaves out the bottleneck rows of users well above their level and adds them
     back when violated: at points a ``fast`` run tried, leaving out every bottleneck row at first
-    (``LAZY_GAP = -1``: the LP is then solved 2-4 times), the rows above the level (0), the default 5 %
+    (``LAZY_GAP = -1``: 2-4 LP solves per call on average), the rows above the level (0), the default 5 %
     and none (``inf``) give the same verdict — infeasible or not, certified or not — and the relaxed LP
     the same least total slack."""
     import scipy.optimize
