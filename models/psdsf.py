@@ -633,18 +633,18 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     eq, ub = _Rows(), _Rows()  # rows numbered in the order of the loops below
     # per user: X_n = Σ_i x[n,i], then its limit X_n ≤ T_n and its budget Σ_i cost x ≤ B_n (equalities
     # where they bind), one user after the other
-    t_eq, b_eq = np.isfinite(T) & at_limit, np.isfinite(B) & broke
-    t_ub, b_ub = np.isfinite(T) & ~at_limit, np.isfinite(B) & ~broke
-    first_eq = eq.block(1 + t_eq + b_eq)
-    first_ub = ub.block(t_ub.astype(int) + b_ub)
+    lim_eq, bud_eq = np.isfinite(T) & at_limit, np.isfinite(B) & broke
+    lim_ub, bud_ub = np.isfinite(T) & ~at_limit, np.isfinite(B) & ~broke
+    first_eq = eq.block(1 + lim_eq + bud_eq)
+    first_ub = ub.block(lim_ub.astype(int) + bud_ub)
     owner = pairs[:, 0]
     eq.add(first_eq[owner], np.arange(P), np.ones(P))
     eq.add(first_eq, P + np.arange(N), -np.ones(N))
-    for rows_of, sel, at in ((eq, t_eq, first_eq + 1), (ub, t_ub, first_ub)):
+    for rows_of, sel, at in ((eq, lim_eq, first_eq + 1), (ub, lim_ub, first_ub)):
         n = np.flatnonzero(sel)
         rows_of.add(at[n], P + n, np.ones(len(n)))
         rows_of.set(at[n], T[n])
-    for rows_of, sel, at in ((eq, b_eq, first_eq + 1 + t_eq), (ub, b_ub, first_ub + t_ub)):
+    for rows_of, sel, at in ((eq, bud_eq, first_eq + 1 + lim_eq), (ub, bud_ub, first_ub + lim_ub)):
         n, on = np.flatnonzero(sel), np.flatnonzero(sel[owner])
         rows_of.add(at[owner[on]], on, cost[owner[on], pairs[on, 1]])
         rows_of.set(at[n], B[n])
