@@ -792,11 +792,10 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     pairs.** Once the restarts are over, between the plain LP and the relaxed one, the structure's LP
     is solved without the pairs whose response fell by more than ``DRAINING`` (1 %, then 10 %) since
     the previous attempt (``details.finish.draining``: the fraction, when this finished the run). Near
-    a slow fixed point
-    nearly every held pair is at its user's bottleneck level, many more than a PS-DSF vertex needs
-    (on plain seed 8 at 200 × 32: about 670 where the certified point has 324); each one held is a
-    holder row that makes the LP over-determined, and the pairs the sweeps are emptying are the
-    ones the fixed point will not hold.
+    a slow fixed point nearly every held pair is at its user's bottleneck level, many more than a
+    PS-DSF vertex needs (on plain seed 8 at 200 × 32: about 670 where the certified point has 324);
+    each one held is a holder row that makes the LP over-determined, and the pairs the sweeps are
+    emptying are the ones the fixed point will not hold.
     ``x0`` starts the sweeps from a given allocation instead of 0 (e.g. ``apf-vds`` at α = 3,
     whose α → ∞ limit PS-DSF is; measured on the 200 × 32 placement instance it saved little: 926
     sweeps against 1004). Otherwise the sweeps stop at a fixed point (every response
