@@ -83,6 +83,47 @@ def test_large_alpha_approaches_psdsf():
         assert dev[20.0] < dev[2.0]
 
 
+def test_alpha_64_certifies_by_continuation():
+    """At α = 64 the saturated rows' multipliers span tens of orders of magnitude (``z^α`` for levels a
+    factor ``z`` apart): Newton scales each row by its own multiplier and the continuation starts each step
+    from a secant prediction. On this 20 × 4 instance the path certifies (before both, the continuation
+    stalled, the ``ncp`` fallback failed and it ended ``error`` after 67 s); the answer is closer to
+    PS-DSF than at α = 8."""
+    inst = _inst(3, "plain", N=20, K=4, R=4)
+    dev = {}
+    for alpha in (8.0, 64.0):
+        r = solve(inst, "apf-vds", alpha=alpha, gains=False, time_limit=300)
+        assert r.status.value == "optimal" and r.details["algorithm"] == "newton", r.message
+        game, lam = _lam(inst, r)
+        assert scaled_residual(game, r.x, lam) <= 1e-8
+        dev[alpha] = float(deviation_from_psdsf(inst, r.x).mean())
+    assert len(r.details["newton"]["continuation"]) > 2  # α = 64 went along the path
+    assert dev[64.0] < dev[8.0]
+
+
+def test_secant_prediction_is_exact_on_a_geometric_path():
+    """:func:`_predict` extrapolates users' totals and positive multipliers geometrically in ``t`` and keeps
+    each split: on a path where they are geometric it lands on the path; a zero multiplier stays zero."""
+    rng = np.random.default_rng(0)
+    x0 = rng.uniform(0.1, 1.0, (5, 3))
+    grow = rng.uniform(0.8, 1.25, 5)
+    lam0 = [rng.uniform(0.1, 2.0, 4) * np.array([1, 1, 0, 1]), rng.uniform(0.1, 2.0, 2)]
+    q = [rng.uniform(0.5, 2.0, 4), rng.uniform(0.5, 2.0, 2)]
+
+    def at(t):
+        return x0 * grow[:, None] ** t, [li * qi**t for li, qi in zip(lam0, q)]
+
+    def keep(t0, t1, lam):
+        return lam
+
+    x, lam = _apf_newton._predict((0.2, *at(0.2)), (0.3, *at(0.3)), 0.45, keep)
+    xe, le = at(0.45)
+    np.testing.assert_allclose(x, xe, rtol=1e-12)
+    for a, b in zip(lam, le):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert lam[0][2] == 0.0
+
+
 def test_per_server_alpha_and_generalised_utility():
     inst = _inst(500, "placement", N=6, K=3)
     kw = {"alpha": "0.5,2,3", "A": "1,0.5,2", "B": "0,0.1,0.3"}
