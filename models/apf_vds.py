@@ -335,7 +335,8 @@ class ServerBestResponse:
             m.offset[u].setlb(float(others[n]))
             m.offset[u].setub(float(others[n]))
             m.offset[u].set_value(float(others[n]))
-            v.set_value(min(float(x[n, self.i]), v.ub if v.ub is not None else math.inf))
+            # (a failed solver's point can hold x < 0: a start value only, kept inside the domain)
+            v.set_value(max(0.0, min(float(x[n, self.i]), v.ub if v.ub is not None else math.inf)))
             m.u[u].set_value(max(float(x[n].sum()), m.u[u].lb))
         if self.handle is None:
             # a column bounded by a limit, a budget or the hook: Ipopt's default tolerance leaves such a
@@ -1242,14 +1243,18 @@ def _solve_ncp(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A
 
     out = relax.solve(session, TIGHT if edited else None, done=exact_from_here)
     details["scholtes"] = relax.history
+    status, message = out.status, out.message
+    if status is Status.INFEASIBLE:
+        # the game is concave, so an equilibrium always exists ([APF] §3.1): "infeasible" is Ipopt's failure
+        # (seen at α = 32 on 20 x 4), not a property of the instance
+        status, message = Status.ERROR, f"{message} (the game has an equilibrium, [APF] §3.1: solver failure)"
     if not out.has_point and not out.ok:
         details.pop("_bounds", None), details.pop("_model", None)
-        return Solution(np.zeros((inst.n_users, inst.n_servers)), out.status, f"Ipopt: {out.message}",
+        return Solution(np.zeros((inst.n_users, inst.n_servers)), status, f"Ipopt: {message}",
                         details=details)
     if polished:
         details["polish"] = polished["info"]
         x, lam = polished["x"], polished["lam"]
     else:
         x, lam = _ncp_point(m, inst, game)
-    status = Status.OPTIMAL if out.ok else out.status
-    return x, lam, status, out.message if out.status is not Status.OPTIMAL else ""
+    return x, lam, Status.OPTIMAL if out.ok else status, message if status is not Status.OPTIMAL else ""

@@ -288,6 +288,36 @@ def test_time_limit_inside_the_relaxation_loop_is_a_limit(monkeypatch):
     assert feasibility(inst, r.x)["holds"]
 
 
+def test_ipopt_infeasible_on_the_ncp_is_an_error(monkeypatch):
+    """The game is concave, so it has an equilibrium ([APF] §3.1): Ipopt reporting the relaxed NCP
+    infeasible (seen at α = 32 and 64 on 20 × 4, the ``ncp`` fallback after Newton) is a solver failure,
+    status ``error`` with the reason — never ``infeasible``, which would misdescribe the instance; at a
+    later bound the previous bound's point is kept and judged by its NCP residual."""
+    inst = _all_positive(3)
+    real = Session.run
+    for fail_at in (1, 3):
+        calls = {"n": 0}
+
+        def run(self, handle, options=None, fail_at=fail_at, calls=calls):
+            calls["n"] += 1
+            if calls["n"] == fail_at:
+                from fairalloc.solvers import SolveOutcome
+                from fairalloc.status import Status
+
+                out = SolveOutcome(status=Status.INFEASIBLE, solver=handle.name,
+                                   message="Infeasible_Problem_Detected")
+                self.outcomes.append(out)
+                return out
+            return real(self, handle, options)
+
+        monkeypatch.setattr(Session, "run", run)
+        r = solve(inst, "apf-vds", alpha=3.0, algorithm="ncp", polish=False)
+        assert r.status.value == "error", (fail_at, r.message)
+        # at the first bound there is no point (the reason is Ipopt's); later the previous bound's point is
+        # judged by its NCP residual, as for any failed bound
+        assert ("has an equilibrium" if fail_at == 1 else "NCP residual") in r.message, r.message
+
+
 def test_best_response_gains_stop_at_the_time_limit():
     """The gains are a diagnostic: once the time limit has passed they are not computed (None)."""
     import time as _time
