@@ -85,8 +85,8 @@ def test_large_alpha_approaches_psdsf():
 
 def test_alpha_64_certifies_by_continuation():
     """At α = 64 the saturated rows' multipliers span tens of orders of magnitude (``z^α`` for levels a
-    factor ``z`` apart): Newton scales each row by its own multiplier and the continuation starts each step
-    from a secant prediction. On this 20 × 4 instance the path certifies (before both, the continuation
+    factor ``z`` apart): Newton scales such rows by their own multipliers and the continuation starts each
+    step from a secant prediction. On this 20 × 4 instance the path certifies (before both, the continuation
     stalled, the ``ncp`` fallback failed and it ended ``error`` after 67 s); the answer is closer to
     PS-DSF than at α = 8."""
     inst = _inst(3, "plain", N=20, K=4, R=4)
