@@ -265,12 +265,13 @@ class _Arrays:
         return np.where(out > 0, out, 1.0)
 
 
-def scaled_residual(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], mu: np.ndarray | None = None
-                    ) -> float:
+def scaled_residual(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], mu: np.ndarray | None = None,
+                    arrays: _Arrays | None = None) -> float:
     """The dimensionless NCP residual (module docstring): pairs ``|min(x/X_n, (f + μ)/(g'/γ))|``, rows
     ``|min(λ/Λ, slack/c)|``, coupling rows ``|min(μ/M, slack/T)|`` (``mu``: the coupling multipliers in
-    the order of :func:`coupling_rows`, zero if ``None``)."""
-    a = _Arrays(game)
+    the order of :func:`coupling_rows`, zero if ``None``; ``arrays``: the game's, if already built — 0.8 s
+    at 1000 × 250, against 0.03 s for the residual itself)."""
+    a = _Arrays(game) if arrays is None else arrays
     xp, lv = a.pack(x, lam, mu)
     X = a.totals(xp)
     if (X <= 0).any():
@@ -301,12 +302,13 @@ class NewtonResult:
 
 def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-10, max_iter: int = 100,
            expired: Callable[[], bool] | None = None, mu: np.ndarray | None = None,
-           log_pairs: bool | None = None) -> NewtonResult:
+           log_pairs: bool | None = None, arrays: _Arrays | None = None) -> NewtonResult:
     """Regularised semismooth Newton on ``Φ = 0`` (module docstring) from ``(x, λ)``; ``ok`` when
     :func:`scaled_residual` ``≤ tol``. By default the pairs are in log form; where that does not certify
     (seen with binding budgets: the log form stalls at the start point) and time is left, the f/σ^f form
-    is tried from the same start and the better of the two end points is returned."""
-    a = _Arrays(game)
+    is tried from the same start and the better of the two end points is returned. ``arrays``: the
+    game's, if already built."""
+    a = _Arrays(game) if arrays is None else arrays
     if log_pairs is None and LOG_PAIRS:
         first = _newton(a, x, lam, tol, max_iter, expired, mu, True)
         if first.ok or (expired is not None and expired()):
@@ -512,13 +514,15 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
             break
         tn = leaps.pop(0) if leaps else min(1.0, t + step)
         game = make_game(tn)
+        arrays = _Arrays(game)  # built once for the step: the guard below and Newton
         x, lam = res.x, rescale(t, tn, res.lam)
         if len(certified) >= 2:
             xs, ls = _predict(certified[-2], certified[-1], tn, rescale)
-            if scaled_residual(game, xs, ls, res.mu) < scaled_residual(game, x, lam, res.mu):
+            if (scaled_residual(game, xs, ls, res.mu, arrays)
+                    < scaled_residual(game, x, lam, res.mu, arrays)):
                 x, lam = xs, ls
         trial = newton(game, x, lam, tol, max_iter=max_iter, expired=expired,
-                       mu=res.mu)  # μ is in the servers' own (unscaled) units
+                       mu=res.mu, arrays=arrays)  # μ is in the servers' own (unscaled) units
         history.append({"t": tn, "iterations": trial.iterations, "residual": trial.residual,
                         "ok": trial.ok})
         log.info("apf-vds newton continuation: t = %.4f %s in %d iterations (residual %.1e, %.1f s)", tn,
