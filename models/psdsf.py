@@ -892,10 +892,12 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                 done = finished(exact_finish(inst, resp, 1e-6, 1e-7, time_limit=left()), 0)
                 if done:
                     return done
+                tried = None  # the last set dropped: a larger fall that leaves the same set is not re-solved
                 for fall in DRAINING if before is not None and not may_jump() else ():
                     # pairs the sweeps are emptying: the structure's LP without them
                     draining = (resp < (1 - fall) * before) & (resp > 0)
-                    if draining.any():
+                    if draining.any() and (tried is None or not np.array_equal(draining, tried)):
+                        tried = draining
                         done = finished(exact_finish(inst, resp, 1e-6, 1e-7, drop=draining,
                                                      time_limit=left()), 0)
                         if done:
