@@ -62,7 +62,9 @@ new game than the last point itself.
 **Certificate.** :func:`scaled_residual`: ``max |min(x_{n,i}/X_n, f_{n,i}/(g_i'/γ_{n,i}))|`` over pairs and
 ``max |min(λ_{i,r}/Λ_{i,r}, slack_{i,r}/c_{i,r})|`` over rows, ``Λ_{i,r}`` the largest
 ``(g_i'(s̃_{n,i})/γ_{n,i})/d_{n,r}`` over the row's users at the point (coupling rows alike, ``f`` including
-``μ``) — dimensionless, unchanged when the units of tasks, resources or utility change.
+``μ``) — dimensionless, unchanged when the units of tasks, resources or utility change. It is taken at the
+point clipped to ``x, λ ≥ 0`` (what is returned); where that fails while the unclipped point passes, Newton
+goes on from the clipped point.
 """
 
 from __future__ import annotations
@@ -449,7 +451,16 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
             xc, lc = np.maximum(xp, 0.0), np.maximum(lv, 0.0)
             if (a.totals(xc) > 0).all():
                 fc, slc, mc, _ = a.f(xc, lc)
-                res = max(res, certify(xc, lc, mc, fc, slc))
+                clipped = certify(xc, lc, mc, fc, slc)
+                if clipped > tol:
+                    # ... and go on from there: a multiplier at −1e-18 that Newton's own scale sees as
+                    # 0 can be 10⁻⁸ of a small user's marginal at large α (20 x 4, α ≈ 19); from the
+                    # clipped point Newton's step keeps such a λ (or x) at exactly 0
+                    xp, lv, res = xc, lc, clipped
+                    F, parts = phi(xp, lv)
+                    norm = float(np.linalg.norm(F))
+                    f, sl, m, h = parts
+                    recent, trace = [norm], [norm]
         if res < best[0]:
             best = (res, xp, lv)
         if best[0] <= tol:
@@ -484,9 +495,9 @@ def _predict(before: _Point, last: _Point, tn: float,
     x = x1 * np.clip(grow**s, 0.5, 2.0)[:, None]
     lam = []
     for a, b in zip(rescale(t0, t1, l0), l1):
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             q = np.where((a > 0) & (b > 0), b / a, 1.0)
-        lam.append(b * np.clip(q**s, 1e-3, 1e3))
+            lam.append(b * np.clip(q**s, 1e-3, 1e3))
     return x, rescale(t1, tn, lam)
 
 

@@ -101,6 +101,19 @@ def test_alpha_64_certifies_by_continuation():
     assert dev[64.0] < dev[8.0]
 
 
+def test_a_clipped_point_that_fails_the_certificate_is_where_newton_goes_on():
+    """Newton's point can solve its own scaled system to 10⁻¹⁵ with an idle row's multiplier at −10⁻¹⁸,
+    which the bound-scaled row sees as 0 but which is 10⁻⁸ of a small user's marginal at large α; clipped,
+    that point failed the certificate and Newton stalled there (this instance at α = 24 ended
+    ``iteration_limit``). Newton now goes on from the clipped point, and the path certifies."""
+    inst = _inst(1, "plain", N=20, K=4, R=4)
+    r = solve(inst, "apf-vds", alpha=24.0, gains=False, time_limit=120)
+    assert r.status.value == "optimal" and r.details["algorithm"] == "newton", r.message
+    game, lam = _lam(inst, r)
+    assert scaled_residual(game, r.x, lam) <= 1e-8
+    assert (r.x >= 0).all() and all((li >= 0).all() for li in lam)
+
+
 def test_secant_prediction_is_exact_on_a_geometric_path():
     """:func:`_predict` extrapolates users' totals and positive multipliers geometrically in ``t`` and keeps
     each split: on a path where they are geometric it lands on the path; a zero multiplier stays zero."""
