@@ -114,6 +114,27 @@ def test_a_clipped_point_that_fails_the_certificate_is_where_newton_goes_on():
     assert (r.x >= 0).all() and all((li >= 0).all() for li in lam)
 
 
+def test_rows_scaled_from_the_support_above_alpha_8():
+    """Above α = 8 a row is scaled by its multiplier kept between the least ``g'/(γd)`` of its users in the
+    support and the bound. This instance at α = 32 ended ``error`` with the bound (or the multiplier where
+    far below it) as the scale; it now certifies. The scale itself: brute force over the row's pairs."""
+    inst = _inst(1, "plain", N=20, K=4, R=4)
+    r = solve(inst, "apf-vds", alpha=32.0, gains=False, time_limit=120)
+    assert r.status.value == "optimal" and r.details["algorithm"] == "newton", r.message
+    game, lam = _lam(inst, r)
+    assert scaled_residual(game, r.x, lam) <= 1e-8
+    a = _apf_newton._Arrays(game)
+    xp, lv = a.pack(r.x, lam)
+    _, _, m, _ = a.f(xp, lv)
+    bound = a.lam_scale(m)
+    got = a.support_scale(xp, m, bound)
+    D = a.D.toarray()
+    for k in range(a.nr):
+        ratios = [m[p] / D[p, k] for p in range(a.np_) if D[p, k] > 0 and xp[p] > 0]
+        assert got[k] == pytest.approx(min(ratios + [bound[k]]), rel=1e-12)
+        assert lv[k] <= got[k] * (1 + 1e-6)  # a multiplier above it would price a user out
+
+
 def test_secant_prediction_is_exact_on_a_geometric_path():
     """:func:`_predict` extrapolates users' totals and positive multipliers geometrically in ``t`` and keeps
     each split: on a path where they are geometric it lands on the path; a zero multiplier stays zero."""
