@@ -474,11 +474,12 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
             if (a.totals(xc) > 0).all():
                 fc, slc, mc, _ = a.f(xc, lc)
                 clipped = certify(xc, lc, mc, fc, slc)
+                res = max(res, clipped)
                 if clipped > tol:
                     # ... and go on from there: a multiplier at −1e-18 that Newton's own scale sees as
                     # 0 can be 10⁻⁸ of a small user's marginal at large α (20 x 4, α ≈ 19); from the
                     # clipped point Newton's step keeps such a λ (or x) at exactly 0
-                    xp, lv, res = xc, lc, clipped
+                    xp, lv = xc, lc
                     F, parts = phi(xp, lv)
                     norm = float(np.linalg.norm(F))
                     f, sl, m, h = parts

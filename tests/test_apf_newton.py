@@ -101,11 +101,14 @@ def test_alpha_64_certifies_by_continuation():
     assert dev[64.0] < dev[8.0]
 
 
-def test_a_clipped_point_that_fails_the_certificate_is_where_newton_goes_on():
+def test_a_clipped_point_that_fails_the_certificate_is_where_newton_goes_on(monkeypatch):
     """Newton's point can solve its own scaled system to 10⁻¹⁵ with an idle row's multiplier at −10⁻¹⁸,
     which the bound-scaled row sees as 0 but which is 10⁻⁸ of a small user's marginal at large α; clipped,
-    that point failed the certificate and Newton stalled there (this instance at α = 24 ended
-    ``iteration_limit``). Newton now goes on from the clipped point, and the path certifies."""
+    that point failed the certificate and Newton stalled there (this instance at α = 24, with the rows
+    scaled by their bounds as at α ≤ 8, ended ``iteration_limit``). Newton now goes on from the clipped
+    point, and the path certifies. (With the rows scaled from the support, the default above α = 8, this
+    case certifies either way.)"""
+    monkeypatch.setattr(_apf_newton, "SUPPORT_SCALE_ABOVE", np.inf)
     inst = _inst(1, "plain", N=20, K=4, R=4)
     r = solve(inst, "apf-vds", alpha=24.0, gains=False, time_limit=120)
     assert r.status.value == "optimal" and r.details["algorithm"] == "newton", r.message
@@ -131,7 +134,7 @@ def test_rows_scaled_from_the_support_above_alpha_8():
     D = a.D.toarray()
     for k in range(a.nr):
         ratios = [m[p] / D[p, k] for p in range(a.np_) if D[p, k] > 0 and xp[p] > 0]
-        assert got[k] == pytest.approx(min(ratios + [bound[k]]), rel=1e-12)
+        assert got[k] == pytest.approx(min([*ratios, bound[k]]), rel=1e-12)
         assert lv[k] <= got[k] * (1 + 1e-6)  # a multiplier above it would price a user out
 
 
