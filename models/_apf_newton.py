@@ -20,7 +20,8 @@ Where the game's largest α exceeds ``SUPPORT_SCALE_ABOVE`` (8), every row is sc
 between the least ``g'/(γd)`` of its users in the support and the bound (:meth:`_Arrays.support_scale`):
 a positive multiplier cannot exceed the former at a solution (it would price that user out), and that
 user's pair needs the multiplier to that precision — an idle row scaled by the bound left multipliers of
-10⁻¹⁸ that were 10⁻⁸ of a small user's marginal.
+10⁻¹⁸ that were 10⁻⁸ of a small user's marginal. Where Newton does not certify with these scales, it runs
+again from the same start with the scales above (:func:`newton`).
 
 **Log form** (``LOG_PAIRS``, the default): the pair's second side is ``v = log ρ_{n,i}``, ``ρ = (Σ_r
 λ_{i,r} d_{n,r})/m_{n,i}`` (``m = g'/γ``), continued linearly below ``ρ = RHO0`` (where ``Σ λ d ≤ 0`` the
@@ -327,22 +328,30 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
     """Regularised semismooth Newton on ``Φ = 0`` (module docstring) from ``(x, λ)``; ``ok`` when
     :func:`scaled_residual` ``≤ tol``. By default the pairs are in log form; where that does not certify
     (seen with binding budgets: the log form stalls at the start point) and time is left, the f/σ^f form
-    is tried from the same start and the better of the two end points is returned. ``arrays``: the
-    game's, if already built."""
+    is tried from the same start and the best end point is returned. Above ``SUPPORT_SCALE_ABOVE`` the
+    rows are first scaled from the support, and the log form with the bound scales is tried second.
+    ``arrays``: the game's, if already built."""
     a = _Arrays(game) if arrays is None else arrays
-    if log_pairs is None and LOG_PAIRS:
-        first = _newton(a, x, lam, tol, max_iter, expired, mu, True)
-        if first.ok or (expired is not None and expired()):
-            return first
-        second = _newton(a, x, lam, tol, max_iter, expired, mu, False)
-        if second.ok or second.residual < first.residual:
-            return replace(second, iterations=first.iterations + second.iterations)
-        return replace(first, iterations=first.iterations + second.iterations)
-    return _newton(a, x, lam, tol, max_iter, expired, mu, bool(log_pairs))
+    support = bool(a.game.alpha.max() > SUPPORT_SCALE_ABOVE)
+    forms = [True, False] if log_pairs is None and LOG_PAIRS else [bool(log_pairs)]
+    # (pair form, row scales from the support): the support scales first above SUPPORT_SCALE_ABOVE,
+    # and where they do not certify, the bound scales from the same start (module docstring)
+    attempts = [(forms[0], support), *([(forms[0], False)] if support else []),
+                *[(f, support) for f in forms[1:]]]
+    best, total = None, 0
+    for log_form, from_support in attempts:
+        r = _newton(a, x, lam, tol, max_iter, expired, mu, log_form, from_support)
+        total += r.iterations
+        if best is None or r.ok or r.residual < best.residual:
+            best = r
+        if r.ok or (expired is not None and expired()):
+            break
+    return replace(best, iterations=total)
 
 
 def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_iter: int,
-            expired: Callable[[], bool] | None, mu: np.ndarray | None, log_pairs: bool) -> NewtonResult:
+            expired: Callable[[], bool] | None, mu: np.ndarray | None, log_pairs: bool,
+            support: bool = False) -> NewtonResult:
     xp, lv = a.pack(x, lam, mu)
     X0 = a.totals(xp)
     if (X0 <= 0).any():
@@ -352,7 +361,7 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
     sx = X0[a.pn]
     sf = m.copy()
     sl_ = a.lam_scale(m)
-    if a.game.alpha.max() > SUPPORT_SCALE_ABOVE:  # σ^λ (module docstring)
+    if support:  # σ^λ (module docstring)
         sl_ = np.clip(np.maximum(lv, 0.0), a.support_scale(xp, m, sl_), sl_)
     else:
         sl_ = np.where((lv > 0) & (lv < ROW_SCALE_GAP * sl_), lv, sl_)

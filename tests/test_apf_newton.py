@@ -138,6 +138,17 @@ def test_rows_scaled_from_the_support_above_alpha_8():
         assert lv[k] <= got[k] * (1 + 1e-6)  # a multiplier above it would price a user out
 
 
+def test_bound_scales_are_the_second_try_above_alpha_8():
+    """With the rows scaled from the support alone, this instance at α = 16 ended ``error`` (its steps
+    stalled at residuals of 10⁻⁹–10⁻⁸); Newton now tries the bound scales from the same start where the
+    support scales do not certify, and the path certifies (as it did with the bound scales alone)."""
+    inst = _inst(4, "plain", N=20, K=4, R=4)
+    r = solve(inst, "apf-vds", alpha=16.0, gains=False, time_limit=120)
+    assert r.status.value == "optimal" and r.details["algorithm"] == "newton", r.message
+    game, lam = _lam(inst, r)
+    assert scaled_residual(game, r.x, lam) <= 1e-8
+
+
 def test_secant_prediction_is_exact_on_a_geometric_path():
     """:func:`_predict` extrapolates users' totals and positive multipliers geometrically in ``t`` and keeps
     each split: on a path where they are geometric it lands on the path; a zero multiplier stays zero."""
