@@ -102,7 +102,8 @@ LOG_RHO0 = float(np.log(RHO0))
 # (two runs at a time, the two settings at different times)
 ROW_SCALE_GAP = 1e-8
 # ... and above this α, every row's σ^λ is its multiplier kept between the least m/d of the row's users in
-# the support and the bound Λ. 23 cases at α 16-128 (20 x 4, 50 x 8, 200 x 32): 18 certified against 13;
+# the support and the bound Λ, with the bound scales as Newton's second try (newton). 23 cases at α 16-128
+# (20 x 4, 50 x 8, 200 x 32): 18 certified against 13 (the support scales alone: also 18, a different set);
 # at α <= 8 the rule above was as good and faster (50 cases at 200 x 32: 102.7 s against 138.4 s)
 SUPPORT_SCALE_ABOVE = 8.0
 LEAP_BELOW = 1e-2  # continuation: once the step is halved below this, try leaps ...
