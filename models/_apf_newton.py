@@ -176,6 +176,7 @@ class _Arrays:
         self.A = game.A[pi]
         self.B = game.B[pi]
         self._pattern: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._coo: sp.coo_matrix | None = None
 
     # -------------------------------------------------------------- conversions
     def pack(self, x: np.ndarray, lam: list[np.ndarray], mu: np.ndarray | None = None
@@ -269,22 +270,28 @@ class _Arrays:
             return None
         return sol[:nr], sol[nr:]
 
+    def _row_ratios(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``m_p / d_{p,k}`` for every entry of ``D``, with its pair ``p`` and row ``k``."""
+        if self._coo is None:
+            self._coo = self.D.tocoo()
+        C = self._coo
+        return m[C.row] / C.data, C.row, C.col
+
     def support_scale(self, xp: np.ndarray, m: np.ndarray, bound: np.ndarray) -> np.ndarray:
         """``min_{p in row k, x_p > 0} m_p / d_{p,k}`` (at most ``bound``; ``bound`` where the row has no
         pair in the support): a row's multiplier above it would price that pair out, and below it the
         pair's equation needs the multiplier to that precision."""
-        C = self.D.tocoo()
-        sup = xp[C.row] > 0
+        ratio, p, k = self._row_ratios(m)
+        sup = xp[p] > 0
         low = np.full(self.nr, np.inf)
-        np.minimum.at(low, C.col[sup], m[C.row[sup]] / C.data[sup])
+        np.minimum.at(low, k[sup], ratio[sup])
         return np.minimum(low, bound)
 
     def lam_scale(self, m: np.ndarray) -> np.ndarray:
         """``Λ_k = max_{p in row k} m_p / d_{p,k}``."""
-        C = self.D.tocoo()
+        ratio, _, k = self._row_ratios(m)
         out = np.zeros(self.nr)
-        if C.nnz:
-            np.maximum.at(out, C.col, m[C.row] / C.data)
+        np.maximum.at(out, k, ratio)
         return np.where(out > 0, out, 1.0)
 
 
@@ -379,8 +386,8 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
             v = np.where(low, LOG_RHO0 + (rho - RHO0) / RHO0, np.log(np.where(low, 1.0, rho)))
         return v, np.where(low, RHO0, rho)
 
-    def phi(xp: np.ndarray, lv: np.ndarray) -> tuple[np.ndarray, tuple]:
-        f, sl, m, h = a.f(xp, lv)
+    def phi(xp: np.ndarray, lv: np.ndarray, parts: tuple | None = None) -> tuple[np.ndarray, tuple]:
+        f, sl, m, h = a.f(xp, lv) if parts is None else parts
         u, v = xp / sx, side(f, m)[0]
         p, q = lv / sl_, sl / sc
         return np.concatenate([np.hypot(u, v) - u - v, np.hypot(p, q) - p - q]), (f, sl, m, h)
@@ -482,7 +489,8 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
             # that wants more passes the unclipped check and fails at x = 0)
             xc, lc = np.maximum(xp, 0.0), np.maximum(lv, 0.0)
             if (a.totals(xc) > 0).all():
-                fc, slc, mc, _ = a.f(xc, lc)
+                clip_parts = a.f(xc, lc)
+                fc, slc, mc, _ = clip_parts
                 clipped = certify(xc, lc, mc, fc, slc)
                 res = max(res, clipped)
                 if clipped > tol:
@@ -490,7 +498,7 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
                     # 0 can be 10⁻⁸ of a small user's marginal at large α (20 x 4, α ≈ 19); from the
                     # clipped point Newton's step keeps such a λ (or x) at exactly 0
                     xp, lv = xc, lc
-                    F, parts = phi(xp, lv)
+                    F, parts = phi(xp, lv, clip_parts)
                     norm = float(np.linalg.norm(F))
                     f, sl, m, h = parts
                     recent, trace = [norm], [norm]
