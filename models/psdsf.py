@@ -576,7 +576,7 @@ class _Rows:
 
 def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: float = 1e-7,
                  relax: bool = False, drop: np.ndarray | None = None, out: dict[str, Any] | None = None,
-                 time_limit: float | None = None) -> np.ndarray | None:
+                 time_limit: float | None = None, memo: dict[bytes, Any] | None = None) -> np.ndarray | None:
     r"""The PS-DSF allocation with the *structure* of ``x`` (an approximate fixed point), solved exactly
     as one LP; ``None`` when the structure read from ``x`` admits none.
 
@@ -610,6 +610,11 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     the LP's solution violates (by more than ``10⁻¹⁰ max X``) is added, with its slack when relaxed, and
     the LP solved again, until none is. The restricted LP is a relaxation of the full one, so the answer
     is the full LP's: infeasible exactly when it is, and with the same least total slack.
+
+    *Memo.* The LP depends on ``x`` only through that structure, and the sweeps' restarts often read the
+    same structure again (200 × 32 weights seed 5: one plain LP five times, about 4 s each, as HiGHS
+    ends it with status "unknown"). With a ``memo`` dict, the answer (and ``out``) is kept per structure
+    and a repeat returns it without solving; an LP stopped by ``time_limit`` is not kept.
     """
     import scipy.sparse as sp
     from scipy.optimize import linprog
@@ -648,6 +653,7 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         n, on = np.flatnonzero(sel), np.flatnonzero(sel[owner])
         rows_of.add(at[owner[on]], on, cost[owner[on], pairs[on, 1]])
         rows_of.set(at[n], B[n])
+    key = [np.packbits(m).tobytes() for m in (support, at_limit, broke)] + [bytes([relax])]
     ntau = 0
     holder_row: list[tuple[np.ndarray, np.ndarray, int]] = []  # (ub row indices, holders m, server i)
     lazy: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # bottleneck rows left out: users, τ, φγ
@@ -678,12 +684,20 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         if not dem.any(axis=1).all():  # a user with no saturated resource: no PS-DSF point here
             return None
         k_n = np.argmin(np.where(dem, level, np.inf), axis=1)  # X_n ≥ φ_n γ[n,i] τ[i,r(n,i)]
+        key += [np.packbits(sat).tobytes(), k_n.astype(np.int32).tobytes()]
         with np.errstate(divide="ignore", invalid="ignore"):
             far = vds[U, i] > (1 + LAZY_GAP) * level[k_n]  # well above its level: left out at first
         at = ub.block(np.ones(int((~far).sum()), int))
         ub.add(at, P + U[~far], -np.ones(len(at)))
         ub.add(at, col[k_n[~far]], wg[U[~far], i])
         lazy.append((U[far], col[k_n[far]], wg[U[far], i]))
+    structure = b"|".join(key)
+    hit = None if memo is None else memo.get(structure)  # this structure's LP solved before
+    if hit is not None and (hit[1] is not None or out is None or not relax):
+        y, kept = hit
+        if out is not None and kept is not None:
+            out.update(kept)
+        return None if y is None else y.copy()
     nv = P + N + ntau
     Aeq, beq = eq.matrix(nv)
     Aub, bub = ub.matrix(nv)
@@ -712,6 +726,8 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         res = linprog(obj, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=beq, bounds=bounds, method="highs",
                       options=opts)
         if res.status != 0:
+            if memo is not None and res.status != 1:  # (1: stopped by the time limit)
+                memo[structure] = (None, None)
             return None
         z = res.x
         viol = lazy_w * z[lazy_col] - z[P + lazy_n] > 1e-10 * max(1.0, float(z[P:P + N].max(initial=0.0)))
@@ -731,6 +747,8 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         for ks, ms, i in holder_row:
             off[ms[slack[ks] > big], i] = True
         out["offenders"] = off
+    if memo is not None:
+        memo[structure] = (y.copy(), None if out is None or not relax else dict(out))
     return y
 
 
@@ -781,6 +799,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     by 30 %, the sweeps resume from the iterate the first restart replaced, at its ``ω``
     (``details.finish.resumed``: the sweep): on the 200 × 32 placement instances (seeds 0–2) the
     sweeps went on from the restarts' points for 1.2–7.6 times as many sweeps as without restarts.
+    Each structure's answer is kept (``exact_finish``'s ``memo``): a structure read again costs no LP.
     Each attempt first solves the structure's LP without slacks (a few hundred columns at 200 × 32,
     infeasible in milliseconds unless the structure is right); the relaxed LP, with one slack per
     Thm 1 row (35 000 columns at 400 × 64, tens of seconds), is solved only while a restart may use
@@ -831,8 +850,12 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
         stalled = len(slacks) > JUMP_STALL and min(slacks[-JUMP_STALL:]) > 0.7 * min(slacks[:-JUMP_STALL])
         return "resumed" not in report and report.get("jumps", 0) < max_jumps and not stalled
 
-    def left() -> float | None:  # the session's remaining seconds, for the finish LPs
-        return None if session is None else session.remaining()
+    memo: dict[bytes, Any] = {}  # the finish LPs' answers per structure (exact_finish's memo)
+
+    def structure_lp(**kw: Any) -> np.ndarray | None:
+        """:func:`exact_finish` on the current responses, within the session's remaining time."""
+        left = None if session is None else session.remaining()
+        return exact_finish(inst, resp, 1e-6, 1e-7, time_limit=left, memo=memo, **kw)
 
     def finished(y: np.ndarray | None, pruned: int) -> tuple[np.ndarray, Status, dict[str, Any]] | None:
         """The run's result when ``y``, an exact finish's point, carries the certificate."""
@@ -889,7 +912,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                 # the structure's own LP first (no slack: a small LP, infeasible unless the structure
                 # is right); the relaxed one, much larger, only when its point may be used or, close
                 # to a fixed point, to name the holders to drop
-                done = finished(exact_finish(inst, resp, 1e-6, 1e-7, time_limit=left()), 0)
+                done = finished(structure_lp(), 0)
                 if done:
                     return done
                 tried = None  # the last set dropped: a larger fall that leaves the same set is not re-solved
@@ -898,16 +921,14 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                     draining = (resp < (1 - fall) * before) & (resp > 0)
                     if draining.any() and (tried is None or not np.array_equal(draining, tried)):
                         tried = draining
-                        done = finished(exact_finish(inst, resp, 1e-6, 1e-7, drop=draining,
-                                                     time_limit=left()), 0)
+                        done = finished(structure_lp(drop=draining), 0)
                         if done:
                             report["draining"] = fall
                             return done
                 before = resp.copy()
                 for prune in range(PRUNES + 1 if may_jump() or rel <= PRUNE_CHANGE else 0):
                     out: dict[str, Any] = {}
-                    y = exact_finish(inst, resp, 1e-6, 1e-7, relax=True, drop=drop, out=out,
-                                     time_limit=left())
+                    y = structure_lp(relax=True, drop=drop, out=out)
                     if y is None:
                         break
                     done = finished(y, prune)
@@ -920,8 +941,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                     # holders that needed slack leave the support (the LP could not empty them)
                     drop = out["offenders"] if drop is None else drop | out["offenders"]
                     # the structure's own LP again without them
-                    done = finished(exact_finish(inst, resp, 1e-6, 1e-7, drop=drop, time_limit=left()),
-                                    prune + 1)
+                    done = finished(structure_lp(drop=drop), prune + 1)
                     if done:
                         return done
                 if jump is not None and may_jump():

@@ -310,6 +310,35 @@ def test_exact_finish_without_the_holders_that_needed_slack():
     assert psdsf_certificate(inst, x, tol=1e-9)["holds"]
 
 
+def test_exact_finish_memo_answers_a_repeated_structure(monkeypatch):
+    """With a memo, a structure read again (here from the same point, scaled by 1 + 1e-12) is answered
+    without an LP — the same answer, ``out`` included — while another structure (the offenders
+    dropped) is solved."""
+    import scipy.optimize
+
+    from fairalloc.models.psdsf import exact_finish, fast
+
+    inst = random_instance(4, 30, 6, 4, missing=0.0)
+    x, _, _ = fast(inst, max_iter=40, finish=False, progress=False)
+    calls: list[int] = []
+    real = scipy.optimize.linprog
+    monkeypatch.setattr(scipy.optimize, "linprog", lambda *a, **k: calls.append(1) or real(*a, **k))
+    memo: dict = {}
+    assert exact_finish(inst, x, memo=memo) is None and calls
+    n = len(calls)
+    assert exact_finish(inst, x * (1 + 1e-12), memo=memo) is None and len(calls) == n
+    out: dict = {}
+    y = exact_finish(inst, x, relax=True, out=out, memo=memo)
+    n = len(calls)
+    again: dict = {}
+    assert np.array_equal(exact_finish(inst, x.copy(), relax=True, out=again, memo=memo), y)
+    assert len(calls) == n and again["slack"] == out["slack"]
+    assert np.array_equal(again["offenders"], out["offenders"])
+    z = exact_finish(inst, x, drop=out["offenders"], memo=memo)
+    assert len(calls) > n and len(memo) == 3
+    assert z is not None and psdsf_certificate(inst, z, tol=1e-9)["holds"]
+
+
 def test_fast_extrapolates_a_steady_walk(monkeypatch):
     """When two sweeps move the iterate in the same direction by about as much, ``fast`` jumps along it
     to where an entry reaches zero (``details.finish.drifts``): on this instance 78 sweeps instead of
