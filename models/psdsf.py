@@ -692,12 +692,14 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         ub.add(at, col[k_n[~far]], wg[U[~far], i])
         lazy.append((U[far], col[k_n[far]], wg[U[far], i]))
     structure = b"|".join(key)
-    hit = None if memo is None else memo.get(structure)  # this structure's LP solved before
-    if hit is not None and (hit[1] is not None or out is None or not relax):
-        y, kept = hit
-        if out is not None and kept is not None:
-            out.update(kept)
-        return None if y is None else y.copy()
+    if memo is not None:
+        if relax and out is None:  # a relaxed answer is kept with its out, for a later caller that asks
+            out = {}
+        if structure in memo:  # this structure's LP solved before
+            y, kept = memo[structure]
+            if out is not None and kept is not None:
+                out.update(kept)
+            return None if y is None else y.copy()
     nv = P + N + ntau
     Aeq, beq = eq.matrix(nv)
     Aub, bub = ub.matrix(nv)
@@ -748,7 +750,7 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
             off[ms[slack[ks] > big], i] = True
         out["offenders"] = off
     if memo is not None:
-        memo[structure] = (y.copy(), None if out is None or not relax else dict(out))
+        memo[structure] = (y.copy(), dict(out) if relax else None)
     return y
 
 
