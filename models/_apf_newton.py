@@ -63,7 +63,9 @@ proportional fairness, a convex problem) to the target ``(α_i, A_i, B_i)`` by c
 Newton cannot finish is halved and retried, a quick one doubles the next. Each step starts from a
 secant prediction through the last two certified points (users' totals and positive multipliers
 extrapolated geometrically, each split kept), where that has the smaller :func:`scaled_residual` in the
-new game than the last point itself.
+new game than the last point itself. Where Newton does not certify a step, a few Gauss–Seidel sweeps
+of the servers' exact best responses from its end point give a new start (``rescue``; the caller's
+:func:`~fairalloc.models.apf_vds._sweep_rescue`), and Newton runs once more before the step is halved.
 
 **Certificate.** :func:`scaled_residual`: ``max |min(x_{n,i}/X_n, f_{n,i}/(g_i'/γ_{n,i}))|`` over pairs and
 ``max |min(λ_{i,r}/Λ_{i,r}, slack_{i,r}/c_{i,r})|`` over rows, ``Λ_{i,r}`` the largest
@@ -546,10 +548,15 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
                  rescale: Callable[[float, float, list[np.ndarray]], list[np.ndarray]],
                  tol: float = 1e-10, expired: Callable[[], bool] | None = None, progress: Any = None,
                  max_steps: int = 200, max_iter: int = 60, first_step: float = 1.0,
-                 mu0: np.ndarray | None = None) -> tuple[NewtonResult, list[dict[str, Any]]]:
+                 mu0: np.ndarray | None = None,
+                 rescue: Callable[[ApfGame, np.ndarray, list[np.ndarray]],
+                                  tuple[np.ndarray, list[np.ndarray]]] | None = None
+                 ) -> tuple[NewtonResult, list[dict[str, Any]]]:
     """Newton along the path ``t ∈ [0, 1]`` of games ``make_game(t)`` from ``(x0, λ0)`` (a solution, or a
     start, at ``t = 0``). ``rescale(t_old, t_new, λ)`` maps multipliers between the games' utility
-    scales. Returns the last result (at ``t = 1`` if ``ok``) and the path taken."""
+    scales. ``rescue(game, x, λ)``: a new start ``(x, λ)`` from the end point of a step Newton did not
+    certify, from which Newton runs once more before the step is halved. Returns the last result (at
+    ``t = 1`` if ``ok``) and the path taken."""
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     res = newton(make_game(0.0), x0, lam0, tol, max_iter=4 * max_iter, expired=expired, mu=mu0)
@@ -575,8 +582,15 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
                 x, lam = xs, ls
         trial = newton(game, x, lam, tol, max_iter=max_iter, expired=expired,
                        mu=res.mu, arrays=arrays)  # μ is in the servers' own (unscaled) units
+        rescued = False
+        if not trial.ok and rescue is not None and not (expired is not None and expired()):
+            again = newton(game, *rescue(game, trial.x, trial.lam), tol, max_iter=max_iter, expired=expired,
+                           mu=trial.mu, arrays=arrays)
+            rescued = again.ok
+            if again.ok or again.residual < trial.residual:
+                trial = replace(again, iterations=trial.iterations + again.iterations)
         history.append({"t": tn, "iterations": trial.iterations, "residual": trial.residual,
-                        "ok": trial.ok})
+                        "ok": trial.ok, **({"rescued": True} if rescued else {})})
         log.info("apf-vds newton continuation: t = %.4f %s in %d iterations (residual %.1e, %.1f s)", tn,
                  "certified" if trial.ok else "not certified", trial.iterations, trial.residual,
                  time.perf_counter() - t0)

@@ -85,6 +85,8 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -404,13 +406,18 @@ class NumpyBestResponse:
         self.ipopt: ServerBestResponse | None = None
         self._lam: np.ndarray | None = None
 
-    def respond(self, x: np.ndarray, session: Session, prices: np.ndarray | None = None
-                ) -> tuple[np.ndarray, SolveOutcome]:
-        """The response to ``x``; ``prices``: a start for the dual (:func:`numpy_best_response`)."""
+    def numpy_response(self, x: np.ndarray, prices: np.ndarray | None = None
+                       ) -> tuple[np.ndarray, float, float, np.ndarray] | None:
+        """:func:`numpy_best_response` to ``x`` within the room task limits and budgets leave, or ``None``."""
         ub = np.full(len(self.users), np.inf)
         if len(self._limited):
             ub[self._limited] = coupling_room(self.inst, x, self.i, self.users[self._limited])
-        fast_br = numpy_best_response(self.inst, self.i, *self.params, x, ub, prices=prices, row=self.row)
+        return numpy_best_response(self.inst, self.i, *self.params, x, ub, prices=prices, row=self.row)
+
+    def respond(self, x: np.ndarray, session: Session, prices: np.ndarray | None = None
+                ) -> tuple[np.ndarray, SolveOutcome]:
+        """The response to ``x``; ``prices``: a start for the dual (:func:`numpy_best_response`)."""
+        fast_br = self.numpy_response(x, prices)
         if fast_br is not None:
             self._lam = fast_br[3]
             return fast_br[0], SolveOutcome(status=Status.OPTIMAL, solver="numpy-dual-newton")
@@ -1115,6 +1122,30 @@ def edited_ncp_residual(m: pyo.ConcreteModel) -> float:
     return res
 
 
+RESCUE_SWEEPS = 10  # continuation: best-response sweeps from the end point of a step Newton did not certify
+
+
+def _sweep_rescue(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], sweeps: int | None = None,
+                  expired: Callable[[], bool] | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``sweeps`` Gauss–Seidel sweeps of ``game``'s exact per-server best responses (numpy only,
+    :meth:`NumpyBestResponse.numpy_response`, each server's dual started at its ``λ``) from ``(x, λ)``:
+    a new start for Newton where a continuation step failed. A server whose response does not converge
+    keeps its column and multipliers. Best responses alone converge slowly here (they hit their caps at
+    50 × 8, α = 3), but a few sweeps move the point off the degenerate splits where Newton's system is
+    nearly singular (measured at 200 × 32, α = 16: docs/mechanisms/apf-vds.md). No sweep starts once
+    ``expired()``."""
+    x, lam = x.copy(), [np.maximum(li, 0.0) for li in lam]
+    responders = [NumpyBestResponse(game.inst, r.server, float(game.alpha[r.server]), float(game.A[r.server]),
+                                    float(game.B[r.server]), row=r) for r in game.rows]
+    for _ in range(RESCUE_SWEEPS if sweeps is None else sweeps):
+        if expired is not None and expired():
+            break
+        for k, (r, resp) in enumerate(zip(game.rows, responders)):
+            if len(r.users) and (out := resp.numpy_response(x, lam[k] if len(lam[k]) else None)) is not None:
+                x[:, r.server], lam[k] = out[0], out[3]
+    return x, lam
+
+
 def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray, B: np.ndarray,
                   scale: np.ndarray, tol: float, cap: int, details: dict[str, Any]
                   ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, Status, str] | None:
@@ -1176,7 +1207,9 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
             res, path = continuation(make if not target_is_start else (lambda t: make(1.0)), x0,
                                      g0.multipliers(x0) if not target_is_start else make(1.0).multipliers(x0),
                                      rescale, tol=tol, expired=session.expired, progress=bar, max_iter=cap,
-                                     first_step=first)
+                                     first_step=first,
+                                     rescue=partial(_sweep_rescue, expired=session.expired) if RESCUE_SWEEPS
+                                     else None)
         path = tried + path
     reached = max((h["t"] for h in path if h["ok"]), default=None)
     info = {"iterations": int(sum(h["iterations"] for h in path)), "continuation": path,

@@ -475,3 +475,50 @@ def test_time_up_during_the_direct_attempt_returns_its_point(monkeypatch):
     assert late.details["newton"]["continuation"] == [
         {"t": 1.0, "iterations": 3, "residual": 0.25, "ok": False, "direct": True}]
     assert late.details["multipliers"] == ok.details["multipliers"]
+
+
+@pytest.mark.parametrize("fam", ["plain", "limits"])
+def test_an_equilibrium_is_a_fixed_point_of_the_rescue_sweeps(fam):
+    """The continuation's rescue (:func:`~fairalloc.models.apf_vds._sweep_rescue`) runs exact per-server
+    best responses, computed independently of Newton (each server's dual by its own Newton method); at
+    a Nash equilibrium certified by Newton every server already plays its best response, so the sweeps
+    return the same allocation and multipliers (with task limits, each within the room the others leave)."""
+    from fairalloc.models.apf_vds import _sweep_rescue
+
+    inst = normalized(_inst(2, fam, N=20, K=4, R=4))[0]
+    r = solve(inst, "apf-vds", alpha=3.0, gains=False, pool=False)
+    assert r.status.value == "optimal"
+    a, A, B = utility_parameters(inst, 3.0, 1.0, 0.0)
+    c = utility_scale(inst, a, A, B)
+    game = _game(inst, a, *_scaled(a, A, B, c), c)
+    lam = [np.array([r.details["multipliers"][f"{inst.servers[row.server]},{name}"] * c[row.server]
+                     for name in row.names]) for row in game.rows]
+    x, lam2 = _sweep_rescue(game, r.x, lam, sweeps=2)
+    np.testing.assert_allclose(x, r.x, rtol=1e-6, atol=1e-9 * r.x.max())
+    for before, after in zip(lam, lam2):
+        np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-9 * max(1.0, before.max(initial=0)))
+
+
+def test_a_failed_continuation_step_is_rescued_by_best_responses(monkeypatch):
+    """Where Newton does not certify a step of the continuation, best-response sweeps from its end point
+    give a new start and Newton runs once more before the step is halved. Forced here: the first Newton
+    call past t = 0 fails at its start point; the rescued step certifies, the path goes on to the target
+    without halving that step, and the answer agrees with the one reached without the rescue."""
+    inst = _inst(3, "plain", N=20, K=4, R=4)
+    monkeypatch.setattr("fairalloc.models.apf_vds.DIRECT_FIRST", False)
+    plain = solve(inst, "apf-vds", alpha=3.0, gains=False)
+    real, calls = _apf_newton.newton, []
+
+    def first_step_fails(game, x, lam, tol=1e-10, **kw):
+        calls.append(1)
+        if len(calls) == 2:  # (call 1 is the start game t = 0)
+            return _apf_newton.NewtonResult(x, lam, False, 5, 0.5, "forced")
+        return real(game, x, lam, tol, **kw)
+
+    monkeypatch.setattr(_apf_newton, "newton", first_step_fails)
+    r = solve(inst, "apf-vds", alpha=3.0, gains=False)
+    path = r.details["newton"]["continuation"]
+    assert r.status.value == "optimal" and path[1].get("rescued") and path[1]["ok"], path
+    assert path[1]["t"] == plain.details["newton"]["continuation"][1]["t"]  # the step was not halved
+    assert r.details["ncp_residual_scaled"] <= 1e-9
+    np.testing.assert_allclose(r.tasks, plain.tasks, rtol=1e-7)
