@@ -431,12 +431,14 @@ class NumpyBestResponse:
         return self.ipopt.multipliers() if self._lam is None and self.ipopt is not None else self._lam
 
 
-def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray, lp: bool = True
+def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray, lp: bool = True,
+                     rows: list[ServerRows] | None = None
                      ) -> dict[int, ServerBestResponse | NumpyBestResponse | ServerLeximin | NumpyLeximin]:
     """Each server's best responder: the Pyomo models (Ipopt, leximin LPs) when ``lp`` (a ``customize``
-    hook edits them), else numpy (:class:`NumpyBestResponse`, :class:`NumpyLeximin`)."""
+    hook edits them), else numpy (:class:`NumpyBestResponse`, :class:`NumpyLeximin`). ``rows``: the
+    servers' :class:`ServerRows` (at least those with a finite ``α``), if the caller has them."""
     out: dict[int, Any] = {}
-    rows = server_rows(inst)
+    row_of = {r.server: r for r in (server_rows(inst) if rows is None else rows)}
     for i in range(inst.n_servers):
         if not inst.runnable[:, i].any():
             continue
@@ -445,7 +447,7 @@ def _make_responders(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.nda
         elif lp:
             out[i] = ServerBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i]))
         else:
-            out[i] = NumpyBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i]), row=rows[i])
+            out[i] = NumpyBestResponse(inst, i, float(alpha[i]), float(A[i]), float(B[i]), row=row_of[i])
     return out
 
 
@@ -1135,13 +1137,13 @@ def _sweep_rescue(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], sweeps: i
     nearly singular (measured at 200 × 32, α = 16: docs/mechanisms/apf-vds.md). No sweep starts once
     ``expired()``."""
     x, lam = x.copy(), [np.maximum(li, 0.0) for li in lam]
-    responders = [NumpyBestResponse(game.inst, r.server, float(game.alpha[r.server]), float(game.A[r.server]),
-                                    float(game.B[r.server]), row=r) for r in game.rows]
+    responders = _make_responders(game.inst, game.alpha, game.A, game.B, lp=False, rows=game.rows)
     for _ in range(RESCUE_SWEEPS if sweeps is None else sweeps):
         if expired is not None and expired():
             break
-        for k, (r, resp) in enumerate(zip(game.rows, responders)):
-            if len(r.users) and (out := resp.numpy_response(x, lam[k] if len(lam[k]) else None)) is not None:
+        for k, r in enumerate(game.rows):
+            if r.server in responders and (out := responders[r.server].numpy_response(
+                    x, lam[k] if len(lam[k]) else None)) is not None:
                 x[:, r.server], lam[k] = out[0], out[3]
     return x, lam
 
