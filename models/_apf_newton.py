@@ -592,8 +592,8 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
         history.append({"t": tn, "iterations": trial.iterations, "residual": trial.residual,
                         "ok": trial.ok, **({"rescued": True} if rescued else {})})
         log.info("apf-vds newton continuation: t = %.4f %s in %d iterations (residual %.1e, %.1f s)", tn,
-                 "certified" if trial.ok else "not certified", trial.iterations, trial.residual,
-                 time.perf_counter() - t0)
+                 "certified after the rescue" if rescued else "certified" if trial.ok else "not certified",
+                 trial.iterations, trial.residual, time.perf_counter() - t0)
         if trial.ok:
             if progress is not None:
                 progress.update(tn - t)
