@@ -35,7 +35,7 @@ server ("servers with heterogeneous objectives", §3.4).
     certify α-continuation from weighted proportional fairness (α = 1, A = 1, B = 0, from the same
     point) to the target ``(α_i, A_i, B_i)``. Certified by the dimensionless residual
     ``details["ncp_residual_scaled"]`` (:func:`~fairalloc.models._apf_newton.scaled_residual`) ``≤ tol``
-    (default 1e-9); otherwise ``ncp`` runs instead (``details["newton"]["fallback"]``). Task limits and
+    (default 1e-8); otherwise ``ncp`` runs instead (``details["newton"]["fallback"]``). Task limits and
     budgets: the variational equilibrium (below); ``alpha=inf`` at every server is PS-DSF, solved by
     mechanism ``ps-dsf`` (``fast``); a mix of finite and ``inf`` entries, and ``customize`` hooks, keep
     their routes (best-response, ncp).
@@ -783,7 +783,7 @@ PARAMS = [
           "if not certified), ncp (Pyomo MPEC by Ipopt), best-response (Gauss–Seidel), ps-mfa "
           "([APF] Alg. I) or distributed ([APF] (55)-(57))"),
     Param("tol", as_float, 0.0, "stopping tolerance (0: the algorithm's default — newton: scaled NCP "
-          "residual 1e-9; best-response: relative change 1e-9; ps-mfa: merit 1e-16; distributed: Ψ 1e-12)",
+          "residual 1e-8; best-response: relative change 1e-9; ps-mfa: merit 1e-16; distributed: Ψ 1e-12)",
           lambda v: None if v >= 0 else "must be >= 0"),
     Param("max_iter", as_int, 0, "iteration cap (0: the algorithm's default)",
           lambda v: None if v >= 0 else "must be >= 0"),
@@ -836,7 +836,7 @@ def _ncp_setup_seconds(inst: Instance) -> float:
 POLISH_FROM_TAU = 1e-4  # the Scholtes loop hands its relaxed points to the polish from this τ on
 DIRECT_FIRST = True  # Newton at the target from the sharing-incentive point before the continuation
 DEFAULT_ITER = {"best-response": 500, "ps-mfa": 5_000, "distributed": 100_000, "newton": 150}
-DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12, "newton": 1e-9}
+DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12, "newton": 1e-8}
 ROUTES_WITH_LIMITS = ("newton", "ncp", "best-response")
 
 
@@ -934,6 +934,7 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
     game = _game(inst, a, As, Bs, scale)
     cap = max_iter or DEFAULT_ITER.get(algorithm, 0)
     tol = tol or DEFAULT_TOL.get(algorithm, 0.0)
+    details["tol"] = tol  # the stopping tolerance used (newton: the bound on ncp_residual_scaled)
     try:
         return _run(inst, session, game, a, A_, B_, As, Bs, scale, algorithm, tol, cap, epsilon, kappa,
                     polish, gains, details)

@@ -47,6 +47,19 @@ def test_newton_agrees_with_the_ncp_route(fam):
             np.testing.assert_allclose(n.tasks, p.tasks, rtol=1e-6)
 
 
+def test_the_tolerance_used_is_reported_and_bounds_the_certificate():
+    """``details.tol``: newton's default 1e-8 (the bound behind ``optimal``), or the user's value."""
+    inst = _inst(7, "plain")
+    d = solve(inst, "apf-vds", alpha=3, gains=False)
+    assert d.status.value == "optimal" and d.details["tol"] == 1e-8
+    assert d.details["ncp_residual_scaled"] <= d.details["tol"]
+    t = solve(inst, "apf-vds", alpha=3, tol=1e-11, gains=False)
+    assert t.status.value == "optimal" and t.details["tol"] == 1e-11
+    assert t.details["ncp_residual_scaled"] <= 1e-11
+    np.testing.assert_allclose(d.tasks, t.tasks, rtol=1e-6)
+    assert solve(inst, "apf-vds", alpha=3, algorithm="best-response", gains=False).details["tol"] == 1e-9
+
+
 @pytest.mark.parametrize("fam", GAME_FAMILIES)
 def test_alpha_one_is_mnw(fam):
     for seed in range(4):
@@ -389,7 +402,7 @@ def test_time_limit_ends_with_status_time_limit(algorithm):
     assert r.status.value == "time_limit" and not r.status.ok
     if algorithm == "newton":
         assert r.details["newton"]["t_reached"] is None or r.details["newton"]["t_reached"] < 1
-        assert r.details["ncp_residual_scaled"] > 1e-9
+        assert r.details["ncp_residual_scaled"] > 1e-8
 
 
 def test_sparse_and_dense_polish_agree(monkeypatch):
