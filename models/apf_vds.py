@@ -934,7 +934,8 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
     game = _game(inst, a, As, Bs, scale)
     cap = max_iter or DEFAULT_ITER.get(algorithm, 0)
     tol = tol or DEFAULT_TOL.get(algorithm, 0.0)
-    details["tol"] = tol  # the stopping tolerance used (newton: the bound on ncp_residual_scaled)
+    if algorithm in DEFAULT_TOL:  # the stopping tolerance used (newton: the bound on ncp_residual_scaled)
+        details["tol"] = tol
     try:
         return _run(inst, session, game, a, A_, B_, As, Bs, scale, algorithm, tol, cap, epsilon, kappa,
                     polish, gains, details)

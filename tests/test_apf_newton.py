@@ -58,6 +58,7 @@ def test_the_tolerance_used_is_reported_and_bounds_the_certificate():
     assert t.details["ncp_residual_scaled"] <= 1e-11
     np.testing.assert_allclose(d.tasks, t.tasks, rtol=1e-6)
     assert solve(inst, "apf-vds", alpha=3, algorithm="best-response", gains=False).details["tol"] == 1e-9
+    assert "tol" not in solve(inst, "apf-vds", alpha=3, algorithm="ncp", gains=False).details  # not used
 
 
 @pytest.mark.parametrize("fam", GAME_FAMILIES)
