@@ -305,13 +305,20 @@ def scaled_residual(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], mu: np.
     at 1000 × 250, against 0.03 s for the residual itself)."""
     a = _Arrays(game) if arrays is None else arrays
     xp, lv = a.pack(x, lam, mu)
-    X = a.totals(xp)
-    if (X <= 0).any():
+    if (a.totals(xp) <= 0).any():
         return float("inf")
     f, sl, m, _ = a.f(xp, lv)
+    return _residual(a, xp, lv, f, sl, m)
+
+
+def _residual(a: _Arrays, xp: np.ndarray, lv: np.ndarray, f: np.ndarray, sl: np.ndarray, m: np.ndarray
+              ) -> float:
+    """:func:`scaled_residual` from the packed point and its ``f``, slacks and marginals (Newton has
+    them at hand); a row of zero capacity has its slack taken unscaled."""
+    X = a.totals(xp)
     res = np.abs(np.minimum(xp / X[a.pn], f / m)).max(initial=0.0)
     if a.nr:
-        res = max(res, np.abs(np.minimum(lv / a.lam_scale(m), sl / a.cap)).max())
+        res = max(res, np.abs(np.minimum(lv / a.lam_scale(m), sl / np.where(a.cap > 0, a.cap, 1.0))).max())
     return float(res)
 
 
@@ -394,18 +401,11 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
         p, q = lv / sl_, sl / sc
         return np.concatenate([np.hypot(u, v) - u - v, np.hypot(p, q) - p - q]), (f, sl, m, h)
 
-    def certify(xp: np.ndarray, lv: np.ndarray, m: np.ndarray, f: np.ndarray, sl: np.ndarray) -> float:
-        X = a.totals(xp)
-        res = np.abs(np.minimum(xp / X[a.pn], f / m)).max(initial=0.0)
-        if a.nr:
-            res = max(res, np.abs(np.minimum(lv / a.lam_scale(m), sl / sc)).max())
-        return float(res)
-
     F, (f, sl, m, h) = phi(xp, lv)
     norm = float(np.linalg.norm(F))
     npr = a.np_
     it = 0
-    res = certify(xp, lv, m, f, sl)
+    res = _residual(a, xp, lv, f, sl, m)
     message = ""
     recent = [norm]  # a non-monotone line search (Grippo–Lampariello–Lucidi): the last NONMONOTONE norms
     best = (res, xp, lv)
@@ -485,7 +485,7 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
             break
         recent = [*recent, norm][-NONMONOTONE:]
         f, sl, m, h = parts
-        res = certify(xp, lv, m, f, sl)
+        res = _residual(a, xp, lv, f, sl, m)
         if res <= tol and ((xp < 0).any() or (lv < 0).any()):
             # what is returned is the point clipped to x, λ ≥ 0: certify that one (a pair at x = −1e-9
             # that wants more passes the unclipped check and fails at x = 0)
@@ -493,7 +493,7 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
             if (a.totals(xc) > 0).all():
                 clip_parts = a.f(xc, lc)
                 fc, slc, mc, _ = clip_parts
-                clipped = certify(xc, lc, mc, fc, slc)
+                clipped = _residual(a, xc, lc, fc, slc, mc)
                 res = max(res, clipped)
                 if clipped > tol:
                     # ... and go on from there: a multiplier at −1e-18 that Newton's own scale sees as
@@ -513,7 +513,7 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
     xp, lv = np.maximum(xp, 0.0), np.maximum(lv, 0.0)
     if (a.totals(xp) > 0).all():
         f, sl, m, _ = a.f(xp, lv)
-        res = certify(xp, lv, m, f, sl)
+        res = _residual(a, xp, lv, f, sl, m)
     else:
         res = float("inf")
     x, lam, mu = a.unpack(xp, lv)
