@@ -8,8 +8,8 @@ only.
 
 **NLPs** — MNW (Eisenberg–Gale, [TSFER] §3.2) and αPF-VDS (α = 1 and 3, the NCP (28)–(31) of [APF]
 by Ipopt on a Scholtes relaxation) through the two Ipopt routes — CasADi's bundled Ipopt 3.14 + MUMPS,
-and an ASL ``ipopt`` executable (not installable here: the registries have no genuine build, see
-``SOLVERS.md``; the row says so) — and SCIP (global; MNW in its epigraph form).
+and an ASL ``ipopt`` executable (not installable here: the registries have no genuine build,
+docs/solvers.md; the row says so) — and SCIP (global; MNW in its epigraph form).
 
 Every run reports status, LPs, solver iterations (SCIP and Pyomo's interface give none), time, the
 worst KKT residual (HiGHS and Ipopt multipliers; none from SCIP), and the difference from the

@@ -1,7 +1,7 @@
 r"""Solving a Pyomo MPEC (``pyomo.mpec`` ``Complementarity``) with an NLP solver: Scholtes' relaxation.
 
 The NL → CasADi route cannot import complementarity rows, and ``mpec.standard_form`` alone drops the
-complementarity silently (SOLVERS.md). ``mpec.simple_nonlinear`` rewrites every ``0 ≤ a ⊥ b ≥ 0`` as
+complementarity silently (docs/solvers.md). ``mpec.simple_nonlinear`` rewrites every ``0 ≤ a ⊥ b ≥ 0`` as
 
 .. math::
 
