@@ -169,6 +169,7 @@ class _Arrays:
                 k += 1
         self.nr = k
         self.cap = np.asarray(caps, float)
+        self.cap_scale = np.where(self.cap > 0, self.cap, 1.0)  # a row's slack scale (1 at zero capacity)
         self.D = sp.csr_matrix((rv, (ri, rc)), shape=(self.np_, self.nr))
         self.DT = sp.csr_matrix((sv, (rc, ri)), shape=(self.nr, self.np_))
         self.E = sp.csr_matrix((np.ones(self.np_), (pn, np.arange(self.np_))), shape=(self.N, self.np_))
@@ -318,7 +319,7 @@ def _residual(a: _Arrays, xp: np.ndarray, lv: np.ndarray, f: np.ndarray, sl: np.
     X = a.totals(xp)
     res = np.abs(np.minimum(xp / X[a.pn], f / m)).max(initial=0.0)
     if a.nr:
-        res = max(res, np.abs(np.minimum(lv / a.lam_scale(m), sl / np.where(a.cap > 0, a.cap, 1.0))).max())
+        res = max(res, np.abs(np.minimum(lv / a.lam_scale(m), sl / a.cap_scale)).max())
     return float(res)
 
 
@@ -382,7 +383,7 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
         sl_ = np.clip(np.maximum(lv, 0.0), a.support_scale(xp, m, sl_), sl_)
     else:
         sl_ = np.where((lv > 0) & (lv < ROW_SCALE_GAP * sl_), lv, sl_)
-    sc = np.where(a.cap > 0, a.cap, 1.0)
+    sc = a.cap_scale
 
     def side(f: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The pair's second side ``v`` and ``dv/dρ``, ``ρ = (Dλ)/m``: ``f/σ^f`` (``log_pairs`` off), else
