@@ -269,6 +269,12 @@ def test_a_failed_direct_attempt_hands_over_to_the_continuation(monkeypatch):
     assert path[0] == {"t": 1.0, "iterations": 7, "residual": 0.5, "ok": False, "direct": True}
     assert path[1]["t"] == 0.0 and path[-1]["t"] == 1.0 and path[-1]["ok"] and r.status.value == "optimal"
     assert r.details["newton"]["t_reached"] == 1.0
+    # the target failed from one start: the first step from the alpha = 1 point stops half-way ...
+    assert path[2]["t"] == 0.5
+    # ... where without the direct attempt it goes straight to the target (alpha = 3 is within 4x of 1)
+    monkeypatch.setattr("fairalloc.models.apf_vds.DIRECT_FIRST", False)
+    alone = solve(inst, "apf-vds", alpha=3, gains=False).details["newton"]["continuation"]
+    assert alone[0]["t"] == 0.0 and alone[1]["t"] == 1.0
 
 
 def test_inf_alpha_is_psdsf_fast_and_limits_go_to_newton():
