@@ -1157,16 +1157,16 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     target itself from the sharing-incentive point ((41); ``DIRECT_FIRST``); where that does not
     certify, weighted proportional fairness (``α = 1``, ``A = 1``, ``B = 0``) from the same point,
     then continuation to the target — ``α_i(t) = α_i^t``, ``A_i(t) = 1 + t(A_i − 1)``,
-    ``B_i(t) = t B_i``, the first step changing no ``α_i`` by more than a factor 4, and going at most
-    half-way when the direct attempt failed (the target from the α = 1 point then failed as well on
-    400 × 64 at α = 0.5 and 1000 × 250 at α = 2 and 3, after 160–380 iterations; on 200 × 32 limits
-    seed 30 at α = 3 it certified, and the two steps cost 75 iterations more) — each game in its own
-    utility scale (:func:`utility_scale`). The direct attempt is first because the α = 1 point is
-    a poor start on large instances: its split is one of many (only ``X`` is unique at α = 1), and at
-    600 × 120, α = 2 no continuation step from it certified in 200 s, where Newton from the
-    sharing-incentive point certified in 181 iterations; at 200 × 32 the two took about as many
-    iterations for α ≤ 3, and at α = 8 the direct attempt stalls (85–167 iterations) and the
-    continuation certifies. Returns ``(x, λ, μ, status, message)`` with
+    ``B_i(t) = t B_i``, the first step changing no ``α_i`` by more than a factor 4, and half-way
+    where that would be the target itself and the direct attempt failed (the target from the α = 1
+    point then failed as well on 400 × 64 at α = 0.5 and 1000 × 250 at α = 2 and 3, after 160–380
+    iterations; on 200 × 32 limits seed 30 at α = 3 it certified, and the two steps cost 75 iterations
+    more) — each game in its own utility scale (:func:`utility_scale`). The direct attempt is first
+    because the α = 1 point is a poor start on large instances: its split is one of many (only ``X``
+    is unique at α = 1), and at 600 × 120, α = 2 no continuation step from it certified in 200 s,
+    where Newton from the sharing-incentive point certified in 181 iterations; at 200 × 32 the two
+    took about as many iterations for α ≤ 3, and at α = 8 the direct attempt stalls (85–167
+    iterations) and the continuation certifies. Returns ``(x, λ, μ, status, message)`` with
     ``λ`` in the target game's scale and ``μ`` the coupling multipliers (task limits, budgets; the
     servers' own units, :func:`~fairalloc.models._apf_newton.coupling_rows`), or ``None`` (reason in
     ``details["newton"]``) when it is not certified and the session still has time (the caller then runs
@@ -1209,8 +1209,8 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
         # certified, or the time is up: its point is the target game's own (residual in the details)
         res, path = direct, tried
     else:
-        if direct is not None:  # the target failed from one start: the first step stops half-way
-            first = min(first, 0.5)
+        if direct is not None and first >= 1.0:  # the target failed from one start: not again, half-way
+            first = 0.5
         with tqdm(total=1.0, desc="apf-vds newton (α-continuation)", disable=None, leave=False,
                   bar_format="{l_bar}{bar}| t={n:.3f} [{elapsed}]") as bar:
             res, path = continuation(make if not target_is_start else (lambda t: make(1.0)), x0,
