@@ -372,6 +372,23 @@ def test_fast_drops_the_pairs_its_sweeps_are_draining(monkeypatch):
     assert "draining" not in slow["finish"] and slow["sweeps"] > info["sweeps"] + 25
 
 
+def test_fast_makes_no_restart_where_the_relaxed_lp_is_too_large(monkeypatch):
+    """The restarts from the relaxed LP's point scale down with users x servers and stop altogether
+    past ``30 · JUMP_PAIRS`` users x servers (at 1000 x 250 the one relaxed LP took 48-137 s and the
+    run without it certified, with it not): here ``JUMP_PAIRS = 1`` gives none on an instance whose
+    default run makes restarts and resumes, and the sweeps with the structure LPs and the draining
+    pairs still certify."""
+    import fairalloc.models.psdsf as psdsf
+
+    inst = random_instance(26, 50, 8, 4, missing=0.0, limits=True)
+    _, _, info = psdsf.fast(inst, progress=False)
+    assert info["finish"]["jumps"] >= 1
+    monkeypatch.setattr(psdsf, "JUMP_PAIRS", 1)
+    x, status, none = psdsf.fast(inst, progress=False)
+    assert status.value == "converged" and psdsf_certificate(inst, x, tol=1e-9)["holds"]
+    assert "jumps" not in none["finish"] and "slacks" not in none["finish"]
+
+
 def test_exact_finish_row_generation_gives_the_full_lps_answer(monkeypatch):
     """The structure LP leaves out the bottleneck rows of users well above their level and adds them
     back when violated: at points a ``fast`` run tried, leaving out every bottleneck row at first
