@@ -48,6 +48,9 @@ class ApfGame:
     rows: list[ServerRows] = field(default_factory=list)
     lam_cap: list[np.ndarray] | None = None
     scale: np.ndarray | None = None  # c_i when A, B are those of c_i·g_i (apf_vds.utility_scale); 1 if None
+    # servers with α_i = inf whose pairs are PS-DSF's leximin conditions (the Newton method's form,
+    # models/_apf_newton.py; their α, A, B are 1, 1, 0 and their multipliers are 1/levels). None: no such
+    leximin: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if not self.rows:
@@ -161,6 +164,9 @@ class ApfGame:
             if not len(li):
                 lam.append(li)
                 continue
+            if self.leximin is not None and self.leximin[i]:
+                lam.append(self.inverse_levels(x, r, sat_tol))
+                continue
             sat = np.flatnonzero(r.slack(x[:, i]) <= sat_tol * np.maximum(1.0, r.capacity))
             served = r.users[x[r.users, i] > 0]
             idle = r.users[x[r.users, i] <= 0]
@@ -175,6 +181,17 @@ class ApfGame:
                                                    r.demand[np.ix_(idle, sat)], term[idle, i], li[sat])
             lam.append(li)
         return lam
+
+    def inverse_levels(self, x: np.ndarray, r: ServerRows, sat_tol: float = 1e-6) -> np.ndarray:
+        """A leximin server's multipliers (``leximin``): ``1/L`` on a saturated row, ``L`` the largest
+        weighted VDS among the users it serves that demand the row (the row's level), 0 elsewhere."""
+        i = r.server
+        s = x.sum(axis=1) / np.where(self.P[:, i], self.phig[:, i], 1.0)
+        held = (r.demand > 0) & (x[:, i] > 0)[:, None] & self.P[:, i][:, None]
+        level = np.where(held, s[:, None], 0.0).max(axis=0, initial=0.0)
+        sat = r.slack(x[:, i]) <= sat_tol * np.maximum(1.0, r.capacity)
+        with np.errstate(divide="ignore"):
+            return np.where(sat & (level > 0), 1.0 / np.where(level > 0, level, 1.0), 0.0)
 
 
 def fischer_burmeister(a: np.ndarray, b: np.ndarray) -> np.ndarray:

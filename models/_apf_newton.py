@@ -56,6 +56,26 @@ utility scale of server ``i`` (``ApfGame.scale``), so ``μ_n`` is shared in the 
 (``Dᵀ`` in the code, built separately) then differ by ``c_i``; the elimination is unchanged — the
 system gains one unknown per coupling row. :func:`coupling_rows` gives their order (``NewtonResult.mu``).
 
+**Servers with α_i = ∞** (PS-DSF's leximin response, [APF] Thm 2). As ``α → ∞`` the pair's condition
+``Σ_r λ_r d_{n,r} ≥ g'(s̃)/γ`` with ``g' = z^{−α}`` reads ``(Σ_r λ_r d_{n,r} γ)^{1/α} s̃_{n,i} ≥ 1``, and
+``(Σ_r λ_r d_{n,r}γ)^{1/α} → max_{r: d_{n,r}>0} M_r`` with ``M_r = λ_r^{1/α}``. The limit system,
+
+.. math::
+
+    0 \le M_{i,r} \perp c_{i,r} − Σ_n x_{n,i} d_{n,r} \ge 0, \qquad
+    0 \le x_{n,i} \perp \tilde s_{n,i} \max_{r:\,d_{n,r}>0} M_{i,r} − 1 \ge 0,
+
+is [PSDSF] Thm 1 at server ``i``: a served user has ``s̃ = 1/max_r M_r ≤ 1/M_r`` on every row it uses,
+so ``1/M_r`` is at least the VDS of every user the row serves, and every user with ``s̃ · M_r ≥ 1`` on
+some row with ``M_r > 0`` (saturated) is bottlenecked there. ``ApfGame.leximin`` marks these servers;
+their pairs are written as α = 1 pairs (``A = 1``, ``B = 0``: ``m = φ_n/X_n``) whose ``f`` has
+``max_r M_r/γ_{n,i}`` in place of ``Σ_r λ_r d_{n,r}`` — ``f/m = s̃ max_r M_r − 1`` — while the slack keeps
+the demands (``D`` and ``Dᵀ`` differ there, as on coupling rows). The max is semismooth: before each
+step :meth:`_Arrays.linearize` puts ``1/γ`` at the first row attaining it and explicit zeros at the
+others. The row scale ``Λ`` of such a row is ``max 1/s̃`` over its users (``d' = 1/γ``). The
+equilibria with such servers are not unique in general (PS-DSF's are not): the one returned is where
+the path ends, certified by the residual and, independently, by Thm 1 (``details.certificate``).
+
 **Globalisation.** A backtracking line search on ``‖Φ‖₂`` (Armijo, halving), with ``X_n`` kept above
 a fraction of its current value (``g'`` is infinite at ``X_n = 0``). A path from ``α = 1`` (weighted
 proportional fairness, a convex problem) to the target ``(α_i, A_i, B_i)`` by continuation
@@ -63,9 +83,10 @@ proportional fairness, a convex problem) to the target ``(α_i, A_i, B_i)`` by c
 Newton cannot finish is halved and retried, a quick one doubles the next. Each step starts from a
 secant prediction through the last two certified points (users' totals and positive multipliers
 extrapolated geometrically, each split kept), where that has the smaller :func:`scaled_residual` in the
-new game than the last point itself. Where Newton does not certify a step, a few Gauss–Seidel sweeps
-of the servers' exact best responses from its end point give a new start (``rescue``; the caller's
-:func:`~fairalloc.models.apf_vds._sweep_rescue`), and Newton runs once more before the step is halved.
+new game than the last point itself. Where Newton does not certify a step (or the first game), a few
+Gauss–Seidel sweeps of the servers' exact best responses from its end point give a new start
+(``rescue``; the caller's :func:`~fairalloc.models.apf_vds._sweep_rescue`), and Newton runs once more
+before the step is halved.
 
 **Certificate.** :func:`scaled_residual`: ``max |min(x_{n,i}/X_n, f_{n,i}/(g_i'/γ_{n,i}))|`` over pairs and
 ``max |min(λ_{i,r}/Λ_{i,r}, slack_{i,r}/c_{i,r})|`` over rows, ``Λ_{i,r}`` the largest
@@ -180,6 +201,34 @@ class _Arrays:
         self.B = game.B[pi]
         self._pattern: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._coo: sp.coo_matrix | None = None
+        self.lex: np.ndarray | None = None  # the leximin pairs (module docstring), if any
+        if game.leximin is not None and game.leximin[pi].any():
+            if self.nr > self.ns:
+                raise ValueError("leximin servers (alpha = inf) with task limits or budgets: not in the "
+                                 "Newton method's form")
+            self._leximin(game.leximin)
+
+    def _leximin(self, servers: np.ndarray) -> None:
+        """The entries of ``D`` at the leximin servers' pairs: ``1/γ_p`` at the pair's selected row
+        (:meth:`linearize`), explicit zeros at its others (the pattern stays that of ``Dᵀ``); ``f`` takes
+        the maximum over them."""
+        D = self.D.tocsr()
+        D.sort_indices()
+        pair = np.repeat(np.arange(self.np_), np.diff(D.indptr))
+        self._lex_entry = servers[self.pi[pair]]  # the entries of leximin pairs, grouped by pair
+        self._lex_k = D.indices[self._lex_entry]
+        self._lex_g = 1.0 / self.gam[pair[self._lex_entry]]
+        lp = pair[self._lex_entry]
+        self._lex_start = np.flatnonzero(np.r_[True, lp[1:] != lp[:-1]])
+        self.lex = lp[self._lex_start]
+        self._lex_owner = np.repeat(np.arange(len(self.lex)), np.diff(np.r_[self._lex_start, len(lp)]))
+        ratio = D.copy()
+        ratio.data = ratio.data.copy()
+        ratio.data[self._lex_entry] = self._lex_g
+        self._coo = ratio.tocoo()  # m/d' with d' = 1/γ at every leximin entry (_row_ratios)
+        D.data = D.data.copy()
+        self.D = D
+        self.linearize(np.zeros(self.nr))
 
     # -------------------------------------------------------------- conversions
     def pack(self, x: np.ndarray, lam: list[np.ndarray], mu: np.ndarray | None = None
@@ -211,7 +260,26 @@ class _Arrays:
     def f(self, xp: np.ndarray, lv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         X = self.totals(xp)
         m, h = self.marginal(X)
-        return self.D @ lv - m, self.cap - self.DT @ xp, m, h
+        Dl = self.D @ lv
+        if self.lex is not None:  # max_r M_{i,r}/γ_{n,i} at the leximin pairs
+            Dl[self.lex] = np.maximum.reduceat(lv[self._lex_k] * self._lex_g, self._lex_start)
+        return Dl - m, self.cap - self.DT @ xp, m, h
+
+    def linearize(self, lv: np.ndarray) -> None:
+        """Set ``D`` to the derivative of ``f`` in ``λ`` at ``lv`` before a Newton step: ``f`` is linear in
+        ``λ`` but at the leximin pairs, where the derivative of ``max_r M_r/γ`` is ``1/γ`` at the first
+        row attaining the maximum (an element of the generalised Jacobian)."""
+        if self.lex is None:
+            return
+        vals = lv[self._lex_k] * self._lex_g
+        top = np.maximum.reduceat(vals, self._lex_start)[self._lex_owner]
+        pos = np.arange(len(vals))
+        first = np.full(len(self.lex), len(vals))
+        np.minimum.at(first, self._lex_owner[vals >= top], pos[vals >= top])
+        sel = np.zeros(len(vals))
+        sel[first] = self._lex_g[first]
+        self.D.data[self._lex_entry] = sel
+        self._pattern = None
 
     def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The pair–row entries ``(k, p)`` with the slack's coefficient ``Dᵀ[k,p]`` and f's ``D[p,k]``
@@ -428,6 +496,7 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
             message = "time limit"
             break
         it += 1
+        a.linearize(lv)
         mu = min(1e-3, max(norm / np.sqrt(len(F)), MU_FLOOR))
         u, (v, drho) = xp / sx, side(f, m)
         r = np.hypot(u, v)
@@ -545,6 +614,22 @@ def _predict(before: _Point, last: _Point, tn: float,
     return x, rescale(t1, tn, lam)
 
 
+def _rescued(game: ApfGame, trial: NewtonResult,
+             rescue: Callable[[ApfGame, np.ndarray, list[np.ndarray]],
+                              tuple[np.ndarray, list[np.ndarray]]] | None,
+             tol: float, max_iter: int, expired: Callable[[], bool] | None, arrays: _Arrays | None = None
+             ) -> tuple[NewtonResult, bool]:
+    """Where ``trial`` is not certified and time is left: Newton once more from ``rescue``'s new start;
+    the better of the two (its iterations added) and whether the second certified."""
+    if trial.ok or rescue is None or (expired is not None and expired()):
+        return trial, False
+    again = newton(game, *rescue(game, trial.x, trial.lam), tol, max_iter=max_iter, expired=expired,
+                   mu=trial.mu, arrays=arrays)
+    if again.ok or again.residual < trial.residual:
+        trial = replace(again, iterations=trial.iterations + again.iterations)
+    return trial, again.ok
+
+
 def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: list[np.ndarray],
                  rescale: Callable[[float, float, list[np.ndarray]], list[np.ndarray]],
                  tol: float = 1e-10, expired: Callable[[], bool] | None = None, progress: Any = None,
@@ -556,12 +641,16 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
     """Newton along the path ``t ∈ [0, 1]`` of games ``make_game(t)`` from ``(x0, λ0)`` (a solution, or a
     start, at ``t = 0``). ``rescale(t_old, t_new, λ)`` maps multipliers between the games' utility
     scales. ``rescue(game, x, λ)``: a new start ``(x, λ)`` from the end point of a step Newton did not
-    certify, from which Newton runs once more before the step is halved. Returns the last result (at
+    certify (the first game at ``t = 0`` too), from which Newton runs once more before the step is halved
+    (:func:`_rescued`). Returns the last result (at
     ``t = 1`` if ``ok``) and the path taken."""
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    res = newton(make_game(0.0), x0, lam0, tol, max_iter=4 * max_iter, expired=expired, mu=mu0)
-    history.append({"t": 0.0, "iterations": res.iterations, "residual": res.residual, "ok": res.ok})
+    g0 = make_game(0.0)
+    res = newton(g0, x0, lam0, tol, max_iter=4 * max_iter, expired=expired, mu=mu0)
+    res, rescued = _rescued(g0, res, rescue, tol, 4 * max_iter, expired)
+    history.append({"t": 0.0, "iterations": res.iterations, "residual": res.residual, "ok": res.ok,
+                    **({"rescued": True} if rescued else {})})
     if not res.ok:
         return res, history
     t, step = 0.0, first_step
@@ -583,13 +672,7 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
                 x, lam = xs, ls
         trial = newton(game, x, lam, tol, max_iter=max_iter, expired=expired,
                        mu=res.mu, arrays=arrays)  # μ is in the servers' own (unscaled) units
-        rescued = False
-        if not trial.ok and rescue is not None and not (expired is not None and expired()):
-            again = newton(game, *rescue(game, trial.x, trial.lam), tol, max_iter=max_iter, expired=expired,
-                           mu=trial.mu, arrays=arrays)
-            rescued = again.ok
-            if again.ok or again.residual < trial.residual:
-                trial = replace(again, iterations=trial.iterations + again.iterations)
+        trial, rescued = _rescued(game, trial, rescue, tol, max_iter, expired, arrays)
         history.append({"t": tn, "iterations": trial.iterations, "residual": trial.residual,
                         "ok": trial.ok, **({"rescued": True} if rescued else {})})
         log.info("apf-vds newton continuation: t = %.4f %s in %d iterations (residual %.1e, %.1f s)", tn,

@@ -37,8 +37,10 @@ server ("servers with heterogeneous objectives", §3.4).
     ``details["ncp_residual_scaled"]`` (:func:`~fairalloc.models._apf_newton.scaled_residual`) ``≤ tol``
     (default 1e-8); otherwise ``ncp`` runs instead (``details["newton"]["fallback"]``). Task limits and
     budgets: the variational equilibrium (below); ``alpha=inf`` at every server is PS-DSF, solved by
-    mechanism ``ps-dsf`` (``fast``); a mix of finite and ``inf`` entries, and ``customize`` hooks, keep
-    their routes (best-response, ncp).
+    mechanism ``ps-dsf`` (``fast``); a mix of finite and ``inf`` entries is solved here too, the
+    ``inf`` servers' pairs being PS-DSF's leximin conditions (:mod:`~fairalloc.models._apf_newton`,
+    leximin pairs; with task limits or budgets such a mix goes to ``best-response``), and ``customize``
+    hooks keep the ``ncp`` route.
 ``ncp``
     :func:`build` is the NCP as a Pyomo model — ``x[n,i] ⊥ f[n,i]`` and ``λ[i,r] ⊥ slack[i,r]`` as
     ``pyomo.mpec`` ``Complementarity`` components over χ (:mod:`~fairalloc.models.feasible`), with
@@ -155,11 +157,15 @@ def utility_parameters(inst: Instance, alpha: Any = 1.0, A: Any = None, B: Any =
 
 
 def _game(inst: Instance, alpha: np.ndarray, A: np.ndarray, B: np.ndarray,
-          scale: np.ndarray | None = None) -> ApfGame:
-    """The numpy game; servers with α = inf (PS-DSF) are left out of the NCP. ``scale``: the ``c_i`` when
-    ``A, B`` are those of ``c_i g_i`` (:func:`utility_scale`), so coupling multipliers stay shared in the
-    servers' own units."""
+          scale: np.ndarray | None = None, leximin: bool = False) -> ApfGame:
+    """The numpy game; servers with α = inf (PS-DSF) are left out of the NCP, or, with ``leximin``, kept
+    with PS-DSF's leximin conditions as their pairs (the Newton method's form, ``ApfGame.leximin``).
+    ``scale``: the ``c_i`` when ``A, B`` are those of ``c_i g_i`` (:func:`utility_scale`), so coupling
+    multipliers stay shared in the servers' own units."""
     finite = np.isfinite(alpha)
+    if leximin and not finite.all():
+        return ApfGame(inst, np.where(finite, alpha, 1.0), np.where(finite, A, 1.0), np.where(finite, B, 0.0),
+                       scale=scale, leximin=~finite)
     g = ApfGame(inst, np.where(finite, alpha, 1.0), A, B, scale=scale)
     if not finite.all():
         g.P = g.P & finite[None, :]
@@ -381,6 +387,10 @@ class NumpyLeximin:
         self.hook_ub = None
 
     def respond(self, x: np.ndarray, session: Session) -> tuple[np.ndarray, SolveOutcome]:
+        return self.column(x), SolveOutcome(status=Status.OPTIMAL, solver="numpy-leximin")
+
+    def column(self, x: np.ndarray) -> np.ndarray:
+        """The response to ``x``: server ``i``'s column."""
         U = self.users
         cap = None
         if len(self._limited):
@@ -388,7 +398,7 @@ class NumpyLeximin:
             cap[self._limited] = coupling_room(self.inst, x, self.i, U[self._limited])
         col = np.zeros(self.inst.n_users)
         col[U] = leximin_response(self._w, self._D, self._c, x[U].sum(axis=1) - x[U, self.i], cap=cap)
-        return col, SolveOutcome(status=Status.OPTIMAL, solver="numpy-leximin")
+        return col
 
 
 class NumpyBestResponse:
@@ -921,9 +931,13 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
         details["note"] = ("task limits / budgets couple the servers: solved by best responses, each "
                            "server bounded by what the others leave")
     if not np.isfinite(a).all():
-        if algorithm in ("ncp", "newton"):  # PS-DSF servers have no NCP; their best response is an LP
+        if algorithm == "newton" and not coupled:
+            pass  # the α = inf servers' pairs are PS-DSF's leximin conditions (_apf_newton, leximin pairs)
+        elif algorithm in ("ncp", "newton"):  # PS-DSF servers have no NCP; their best response is an LP
             algorithm = details["algorithm"] = "best-response"
-            details["note"] = "alpha has inf entries: solved by best responses (PS-DSF leximin there)"
+            details["note"] = ("alpha has inf entries: solved by best responses (PS-DSF leximin there)" +
+                               ("; newton's leximin pairs do not take task limits or budgets" if coupled
+                                else ""))
         elif algorithm != "best-response":
             raise ParameterError(f"apf-vds: alpha with inf entries works only with algorithm=best-response "
                                  f"(or newton/ncp: every entry inf is ps-dsf fast, a mix best-response), "
@@ -956,11 +970,12 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
     exotic = session.customize is not None or inst.has_task_limits or inst.has_budgets
     coupled = inst.has_task_limits or inst.has_budgets
     mu = None
+    mixed = not np.isfinite(a).all()  # some α_i = inf: newton's leximin pairs there
     if algorithm == "newton":
         run = _solve_newton(inst, session, a, A_, B_, scale, tol, cap, details)
-        if run is None:  # not certified: the Pyomo NCP (best responses when coupled), reason in details
-            algorithm = details["algorithm"] = "best-response" if coupled else "ncp"
-            if coupled:
+        if run is None:  # not certified: the Pyomo NCP (best responses if coupled or mixed); why: details
+            algorithm = details["algorithm"] = "best-response" if coupled or mixed else "ncp"
+            if coupled or mixed:
                 details.pop("_newton_point", None)
                 details["newton"]["fallback"] = details["newton"]["fallback"].replace(
                     "algorithm=ncp", "algorithm=best-response")
@@ -968,6 +983,10 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
             x, lam, mu, status, message = run
             if coupled:
                 _coupling_details(game, mu, details)
+            if mixed:  # the residual of the whole system; the finite servers' λ go on to the checks below
+                full = _game(inst, a, As, Bs, scale, leximin=True)
+                details["ncp_residual_scaled"] = scaled_residual(full, x, lam)
+                lam = [li for li, r in zip(lam, full.rows) if np.isfinite(a[r.server])]
     if algorithm == "ncp":
         newton_point = details.pop("_newton_point", None)
         rem = session.remaining()
@@ -1136,17 +1155,26 @@ def _sweep_rescue(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], sweeps: i
     a new start for Newton where a continuation step failed. A server whose response does not converge
     keeps its column and multipliers. Best responses alone converge slowly here (they hit their caps at
     50 × 8, α = 3), but a few sweeps move the point off the degenerate splits where Newton's system is
-    nearly singular (measured at 200 × 32, α = 16: docs/mechanisms/apf-vds.md). No sweep starts once
-    ``expired()``."""
+    nearly singular (measured at 200 × 32, α = 16: docs/mechanisms/apf-vds.md). A leximin server
+    (``game.leximin``, α = inf) gives PS-DSF's leximin response (:class:`NumpyLeximin`) and the inverse
+    levels of its rows as multipliers. No sweep starts once ``expired()``."""
     x, lam = x.copy(), [np.maximum(li, 0.0) for li in lam]
-    responders = _make_responders(game.inst, game.alpha, game.A, game.B, lp=False, rows=game.rows)
+    lex = np.zeros(game.inst.n_servers, bool) if game.leximin is None else game.leximin
+    responders = _make_responders(game.inst, np.where(lex, np.inf, game.alpha), game.A, game.B, lp=False,
+                                  rows=game.rows)
     for _ in range(RESCUE_SWEEPS if sweeps is None else sweeps):
         if expired is not None and expired():
             break
         for k, r in enumerate(game.rows):
-            if r.server in responders and (out := responders[r.server].numpy_response(
-                    x, lam[k] if len(lam[k]) else None)) is not None:
+            if r.server not in responders:
+                continue
+            if lex[r.server]:
+                x[:, r.server] = responders[r.server].column(x)
+            elif (out := responders[r.server].numpy_response(x, lam[k] if len(lam[k]) else None)) is not None:
                 x[:, r.server], lam[k] = out[0], out[3]
+    for k, r in enumerate(game.rows):
+        if lex[r.server]:
+            lam[k] = game.inverse_levels(x, r)
     return x, lam
 
 
@@ -1175,14 +1203,16 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
 
     games: dict[float, tuple[ApfGame, np.ndarray]] = {}
 
+    finite = np.isfinite(a)
+
     def params(t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return a**t, 1.0 + t * (A - 1.0), t * B
+        return np.where(finite, a**t, np.inf), 1.0 + t * (A - 1.0), t * B
 
     def make(t: float) -> ApfGame:
         if t not in games:
             at, At, Bt = params(t)
             c = scale if t == 1.0 else utility_scale(inst, at, At, Bt)
-            games[t] = (_game(inst, at, *_scaled(at, At, Bt, c), c), c)
+            games[t] = (_game(inst, at, *_scaled(at, At, Bt, c), c, leximin=True), c)
         return games[t][0]
 
     def rescale(t0: float, t1: float, lam: list[np.ndarray]) -> list[np.ndarray]:
@@ -1193,10 +1223,12 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     x0 = uniform_split(inst)
     g0 = make(0.0)
     # the first step moves α by a factor of at most 4 (each later one doubles or halves)
-    spread = float(np.abs(np.log(a)).max(initial=0.0))
+    spread = float(np.abs(np.log(a[finite])).max(initial=0.0))
     first = 1.0 if spread <= np.log(4.0) else float(np.log(4.0) / spread)
-    target_is_start = bool(np.allclose(a, 1.0) and np.allclose(A, 1.0) and np.allclose(B, 0.0))
+    target_is_start = bool(np.allclose(a[finite], 1.0) and np.allclose(A[finite], 1.0)
+                           and np.allclose(B[finite], 0.0))
     direct, tried = None, []
+    start_info: dict[str, Any] = {}
     if DIRECT_FIRST and not target_is_start:
         g1 = make(1.0)
         direct = newton(g1, x0, g1.multipliers(x0), tol, max_iter=4 * cap, expired=session.expired)
@@ -1213,15 +1245,17 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
             first = 0.5
         with tqdm(total=1.0, desc="apf-vds newton (α-continuation)", disable=None, leave=False,
                   bar_format="{l_bar}{bar}| t={n:.3f} [{elapsed}]") as bar:
-            res, path = continuation(make if not target_is_start else (lambda t: make(1.0)), x0,
-                                     g0.multipliers(x0) if not target_is_start else make(1.0).multipliers(x0),
+            xs = x0 if finite.all() else _proportional_start(inst, x0, tol, cap, session, start_info)
+            res, path = continuation(make if not target_is_start else (lambda t: make(1.0)), xs,
+                                     g0.multipliers(xs) if not target_is_start else make(1.0).multipliers(xs),
                                      rescale, tol=tol, expired=session.expired, progress=bar, max_iter=cap,
                                      first_step=first,
                                      rescue=partial(_sweep_rescue, expired=session.expired) if RESCUE_SWEEPS
                                      else None)
         path = tried + path
     reached = max((h["t"] for h in path if h["ok"]), default=None)
-    info = {"iterations": int(sum(h["iterations"] for h in path)), "continuation": path,
+    info = {"iterations": int(sum(h["iterations"] for h in path)) + start_info.get("iterations", 0),
+            **({"start": start_info} if start_info else {}), "continuation": path,
             "residual": res.residual, "t_reached": reached, "seconds": time.perf_counter() - start}
     details["newton"] = info
     details["iterations"] = info["iterations"]
@@ -1237,7 +1271,8 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     details["_newton_point"] = (res.x, lam, res.mu, res.message)
     rem = session.remaining()
     setup = _ncp_setup_seconds(inst)
-    if rem is not None and rem < 4 * setup and not (inst.has_task_limits or inst.has_budgets):
+    ncp_next = finite.all() and not (inst.has_task_limits or inst.has_budgets)  # else best-response
+    if rem is not None and rem < 4 * setup and ncp_next:
         # the Pyomo NCP's model, NL file and CasADi function are built before any limit can stop them
         details.pop("_newton_point")
         info["fallback"] = (f"newton not certified ({res.message}); the ncp fallback skipped: building it "
@@ -1246,6 +1281,22 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
                                                        "fallback (details.newton.fallback)")
     info["fallback"] = f"newton not certified ({res.message}); solved by algorithm=ncp"
     return None
+
+
+def _proportional_start(inst: Instance, x0: np.ndarray, tol: float, cap: int, session: Session,
+                        info: dict[str, Any]) -> np.ndarray:
+    """The continuation's start where some ``α_i = inf``: weighted proportional fairness at *every* server
+    (α = 1, A = 1, B = 0: a convex problem, the path's first game without its leximin servers) by Newton
+    from ``x0``, or ``x0`` where that does not certify. The path's first game itself (α = 1 at the finite
+    servers, leximin at the others) is not convex: on 200 × 32 placement seed 9 (α = 3 at the finite
+    servers) Newton on it stalled from the sharing-incentive point even after the rescue sweeps, and
+    certified from this point. ``info``: what ran (``details.newton.start``)."""
+    one = np.ones(inst.n_servers)
+    c = utility_scale(inst, one, one, 0 * one)
+    g = _game(inst, one, *_scaled(one, one, 0 * one, c), c)
+    pf = newton(g, x0, g.multipliers(x0), tol, max_iter=4 * cap, expired=session.expired)
+    info.update(point="alpha = 1 at every server", iterations=pf.iterations, ok=pf.ok)
+    return pf.x if pf.ok else x0
 
 
 def _coupling_details(game: ApfGame, mu: np.ndarray, details: dict[str, Any]) -> None:

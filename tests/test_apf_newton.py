@@ -281,9 +281,12 @@ def test_inf_alpha_is_psdsf_fast_and_limits_go_to_newton():
     inst = _inst(900, "plain", N=4, K=2)
     assert solve(inst, "apf-vds", alpha="inf", gains=False).details["algorithm"] == "ps-dsf:fast"
     mixed = solve(inst, "apf-vds", alpha="inf,2", gains=False)
-    assert mixed.details["algorithm"] == "best-response"
+    assert mixed.details["algorithm"] == "newton" and mixed.status.value == "optimal"
     lim = _inst(901, "limits", N=4, K=2)
     assert solve(lim, "apf-vds", alpha=2, gains=False).details["algorithm"] == "newton"
+    # the leximin pairs take no task limits: a mix with limits is best responses' (noted)
+    mixed_lim = solve(lim, "apf-vds", alpha="inf,2", gains=False)
+    assert mixed_lim.details["algorithm"] == "best-response" and "task limits" in mixed_lim.details["note"]
     r = solve(lim, "apf-vds", alpha=2, algorithm="ncp", gains=False)
     assert r.details["algorithm"] == "best-response"
 
@@ -542,3 +545,86 @@ def test_a_failed_continuation_step_is_rescued_by_best_responses(monkeypatch):
     assert path[1]["t"] == plain.details["newton"]["continuation"][1]["t"]  # the step was not halved
     assert r.details["ncp_residual_scaled"] <= 1e-9
     np.testing.assert_allclose(r.tasks, plain.tasks, rtol=1e-7)
+
+
+# ---------------------------------------------------------------------- some α_i = inf: leximin pairs
+MIXED = "inf,2,inf,0.5"
+
+
+@pytest.mark.parametrize("fam", GAME_FAMILIES)
+def test_mixed_alpha_newton_is_certified_independently(fam):
+    """α = inf at some servers and finite at others: Newton with the leximin pairs certifies, and the
+    verification recomputes both halves from the allocation alone — [PSDSF] Thm 1 at the α = inf servers
+    (:func:`~fairalloc.verify.psdsf.psdsf_certificate`) and every finite server's best-response gain
+    (its own exact response, by the dual Newton method) and NCP residual."""
+    from fairalloc.verify.psdsf import psdsf_certificate
+
+    inst = _inst(920, fam, N=20, K=4, R=4)
+    r = solve(inst, "apf-vds", alpha=MIXED)
+    assert r.details["algorithm"] == "newton" and r.status.value == "optimal", r.message
+    assert r.details["ncp_residual_scaled"] <= 1e-8
+    cert = psdsf_certificate(inst, r.allocation, tol=1e-8)
+    assert not [f for f in cert["failures"] if f["server"] in (inst.servers[0], inst.servers[2])]
+    gains = r.details["per_server_gain"]
+    assert gains[inst.servers[0]] is None and gains[inst.servers[2]] is None  # leximin servers: Thm 1
+    assert max(gains[inst.servers[1]], gains[inst.servers[3]]) <= 1e-9 * max(1.0, r.tasks.max())
+    assert r.details["ncp_residual"] <= 1e-8 * max(1.0, r.allocation.max())
+    assert feasibility(inst, r.x)["holds"]
+
+
+def test_mixed_alpha_on_time_shared_servers_is_psdsf():
+    """[APF] Thm 5: on time-shared servers every α gives PS-DSF, so a mix of α = inf and finite α does
+    too (the same totals as ``ps-dsf``, whose time-shared totals are unique)."""
+    inst = _inst(921, "time-shared", N=20, K=4, R=4)
+    ps = solve(inst, "ps-dsf")
+    r = solve(inst, "apf-vds", alpha=MIXED, gains=False)
+    assert r.details["algorithm"] == "newton" and r.status.value == "optimal"
+    np.testing.assert_allclose(r.tasks, ps.tasks, rtol=1e-7)
+
+
+@pytest.mark.parametrize("fam", ["plain", "placement"])
+def test_a_mixed_equilibrium_is_a_fixed_point_of_the_rescue_sweeps(fam):
+    """At the equilibrium Newton certifies, each server already plays its exact best response — the
+    leximin ones PS-DSF's water-filling (:func:`~fairalloc.models.psdsf.leximin_response`), computed
+    without Newton — so the sweeps return the same allocation, and the leximin servers' multipliers
+    (inverse levels) are the ones Newton found."""
+    from fairalloc.models.apf_vds import _solve_newton, _sweep_rescue
+
+    inst = normalized(_inst(922, fam, N=20, K=4, R=4))[0]
+    a, A, B = utility_parameters(inst, MIXED, 1.0, 0.0)
+    c = utility_scale(inst, a, A, B)
+    details = {}
+    from fairalloc.solvers import Session
+
+    x, lam, _, status, _ = _solve_newton(inst, Session(), a, A, B, c, 1e-8, 150, details)
+    assert status.value == "optimal"
+    game = _game(inst, a, *_scaled(a, A, B, c), c, leximin=True)
+    x2, lam2 = _sweep_rescue(game, x, lam, sweeps=2)
+    np.testing.assert_allclose(x2, x, rtol=1e-6, atol=1e-9 * x.max())
+    for before, after in zip(lam, lam2):
+        np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-9 * max(1.0, before.max(initial=0)))
+    assert scaled_residual(game, x, lam) <= 1e-8
+
+
+def test_mixed_alpha_at_200_by_32():
+    """The per-server study's mixed case: α = inf at every fourth server and 2 elsewhere on
+    ``random_instance(0, 200, 32, 4)``. Best responses ended ``iteration_limit`` after 500 sweeps and
+    ``time_limit`` at 120 s; Newton with the leximin pairs certifies (about 1 s here), and the
+    verification's Thm 1 holds at the α = inf servers."""
+    inst = random_instance(0, 200, 32, 4)
+    alpha = ",".join("inf" if i % 4 == 0 else "2" for i in range(32))
+    r = solve(inst, "apf-vds", alpha=alpha, gains=False, time_limit=120)
+    assert r.details["algorithm"] == "newton" and r.status.value == "optimal", r.message
+    assert r.details["certificate"]["holds"] and r.details["ncp_residual_scaled"] <= 1e-8
+
+
+def test_mixed_continuation_starts_from_proportional_fairness(monkeypatch):
+    """Without the direct attempt, a mix goes by continuation in the finite α_i, its first game started
+    from weighted proportional fairness at every server (``details.newton.start``); certified as well."""
+    monkeypatch.setattr("fairalloc.models.apf_vds.DIRECT_FIRST", False)
+    inst = _inst(923, "weights", N=20, K=4, R=4)
+    r = solve(inst, "apf-vds", alpha=MIXED, gains=False)
+    start = r.details["newton"]["start"]
+    assert start["ok"] and start["point"] == "alpha = 1 at every server"
+    assert r.details["newton"]["continuation"][0]["t"] == 0.0 and r.status.value == "optimal"
+    assert r.details["certificate"]["holds"] and r.details["ncp_residual_scaled"] <= 1e-8

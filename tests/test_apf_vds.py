@@ -149,8 +149,11 @@ def test_alpha_inf_is_psdsf_and_mixes_per_server(examples):
     np.testing.assert_allclose(br.tasks, [3.6, 3.6, 8, 8], rtol=1e-7)
     np.testing.assert_allclose(r.tasks, [3.6, 3.6, 8, 8], rtol=1e-7)
     mixed = solve(inst, "apf-vds", alpha="inf,1")
-    assert mixed.status.value == "converged" and mixed.details["per_server_gain"]["s1"] is None
-    assert mixed.details["per_server_gain"]["s2"] <= NASH_TOL
+    assert mixed.status.value == "optimal" and mixed.details["per_server_gain"]["s1"] is None
+    assert mixed.details["per_server_gain"]["s2"] <= NASH_TOL and mixed.details["certificate"]["holds"]
+    mixed_br = solve(inst, "apf-vds", alpha="inf,1", algorithm="best-response")
+    assert mixed_br.status.value == "converged"
+    np.testing.assert_allclose(mixed.tasks, mixed_br.tasks, rtol=1e-7)
     with pytest.raises(ParameterError, match="best-response"):
         solve(inst, "apf-vds", alpha="inf", algorithm="ps-mfa")
 
