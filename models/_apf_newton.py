@@ -72,7 +72,8 @@ their pairs are written as α = 1 pairs (``A = 1``, ``B = 0``: ``m = φ_n/X_n``)
 ``max_r M_r/γ_{n,i}`` in place of ``Σ_r λ_r d_{n,r}`` — ``f/m = s̃ max_r M_r − 1`` — while the slack keeps
 the demands (``D`` and ``Dᵀ`` differ there, as on coupling rows). The max is semismooth: before each
 step :meth:`_Arrays.linearize` puts ``1/γ`` at the first row attaining it and explicit zeros at the
-others. The row scale ``Λ`` of such a row is ``max 1/s̃`` over its users (``d' = 1/γ``). The
+others; a coupling row (task limit, budget) enters such a pair linearly, ``+ μ_n·coef`` as elsewhere
+(``c_i = 1`` there). The row scale ``Λ`` of such a row is ``max 1/s̃`` over its users (``d' = 1/γ``). The
 equilibria with such servers are not unique in general (PS-DSF's are not): the one returned is where
 the path ends, certified by the residual and, independently, by Thm 1 (``details.certificate``).
 
@@ -203,19 +204,17 @@ class _Arrays:
         self._coo: sp.coo_matrix | None = None
         self.lex: np.ndarray | None = None  # the leximin pairs (module docstring), if any
         if game.leximin is not None and game.leximin[pi].any():
-            if self.nr > self.ns:
-                raise ValueError("leximin servers (alpha = inf) with task limits or budgets: not in the "
-                                 "Newton method's form")
             self._leximin(game.leximin)
 
     def _leximin(self, servers: np.ndarray) -> None:
-        """The entries of ``D`` at the leximin servers' pairs: ``1/γ_p`` at the pair's selected row
-        (:meth:`linearize`), explicit zeros at its others (the pattern stays that of ``Dᵀ``); ``f`` takes
-        the maximum over them."""
+        """The entries of ``D`` at the leximin servers' pairs and rows: ``1/γ_p`` at the pair's selected
+        row (:meth:`linearize`), explicit zeros at its others (the pattern stays that of ``Dᵀ``); ``f``
+        takes the maximum over them. Their coupling rows' entries stay linear."""
         D = self.D.tocsr()
         D.sort_indices()
         pair = np.repeat(np.arange(self.np_), np.diff(D.indptr))
-        self._lex_entry = servers[self.pi[pair]]  # the entries of leximin pairs, grouped by pair
+        # the server-row entries of leximin pairs, grouped by pair
+        self._lex_entry = servers[self.pi[pair]] & (D.indices < self.ns)
         self._lex_k = D.indices[self._lex_entry]
         self._lex_g = 1.0 / self.gam[pair[self._lex_entry]]
         lp = pair[self._lex_entry]
@@ -261,8 +260,10 @@ class _Arrays:
         X = self.totals(xp)
         m, h = self.marginal(X)
         Dl = self.D @ lv
-        if self.lex is not None:  # max_r M_{i,r}/γ_{n,i} at the leximin pairs
-            Dl[self.lex] = np.maximum.reduceat(lv[self._lex_k] * self._lex_g, self._lex_start)
+        if self.lex is not None:  # max_r M_{i,r}/γ_{n,i} at the leximin pairs, for the selected row's term
+            vals = lv[self._lex_k]
+            Dl[self.lex] += (np.maximum.reduceat(vals * self._lex_g, self._lex_start)
+                             - np.add.reduceat(vals * self.D.data[self._lex_entry], self._lex_start))
         return Dl - m, self.cap - self.DT @ xp, m, h
 
     def linearize(self, lv: np.ndarray) -> None:

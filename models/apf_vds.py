@@ -39,8 +39,7 @@ server ("servers with heterogeneous objectives", §3.4).
     budgets: the variational equilibrium (below); ``alpha=inf`` at every server is PS-DSF, solved by
     mechanism ``ps-dsf`` (``fast``); a mix of finite and ``inf`` entries is solved here too, the
     ``inf`` servers' pairs being PS-DSF's leximin conditions (:mod:`~fairalloc.models._apf_newton`,
-    leximin pairs; with task limits or budgets such a mix goes to ``best-response``), and ``customize``
-    hooks keep the ``ncp`` route.
+    leximin pairs; task limits and budgets included), and ``customize`` hooks keep the ``ncp`` route.
 ``ncp``
     :func:`build` is the NCP as a Pyomo model — ``x[n,i] ⊥ f[n,i]`` and ``λ[i,r] ⊥ slack[i,r]`` as
     ``pyomo.mpec`` ``Complementarity`` components over χ (:mod:`~fairalloc.models.feasible`), with
@@ -931,17 +930,15 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
         details["note"] = ("task limits / budgets couple the servers: solved by best responses, each "
                            "server bounded by what the others leave")
     if not np.isfinite(a).all():
-        if algorithm == "newton" and not coupled:
+        if algorithm == "newton":
             pass  # the α = inf servers' pairs are PS-DSF's leximin conditions (_apf_newton, leximin pairs)
-        elif algorithm in ("ncp", "newton"):  # PS-DSF servers have no NCP; their best response is an LP
+        elif algorithm == "ncp":  # PS-DSF servers have no NCP; their best response is an LP
             algorithm = details["algorithm"] = "best-response"
-            details["note"] = ("alpha has inf entries: solved by best responses (PS-DSF leximin there)" +
-                               ("; newton's leximin pairs do not take task limits or budgets" if coupled
-                                else ""))
+            details["note"] = "alpha has inf entries: solved by best responses (PS-DSF leximin there)"
         elif algorithm != "best-response":
-            raise ParameterError(f"apf-vds: alpha with inf entries works only with algorithm=best-response "
-                                 f"(or newton/ncp: every entry inf is ps-dsf fast, a mix best-response), "
-                                 f"not {algorithm}")
+            raise ParameterError(f"apf-vds: alpha with inf entries works only with algorithm=newton or "
+                                 f"best-response (or ncp, which hands a mix to best-response; every entry "
+                                 f"inf is ps-dsf fast), not {algorithm}")
     scale = utility_scale(inst, a, A_, B_)
     As, Bs = _scaled(a, A_, B_, scale)  # the same game, numerically tame (see utility_scale)
     details["utility_scale"] = dict(zip(inst.servers, scale.tolist()))
@@ -981,12 +978,12 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
                     "algorithm=ncp", "algorithm=best-response")
         else:
             x, lam, mu, status, message = run
-            if coupled:
-                _coupling_details(game, mu, details)
             if mixed:  # the residual of the whole system; the finite servers' λ go on to the checks below
                 full = _game(inst, a, As, Bs, scale, leximin=True)
-                details["ncp_residual_scaled"] = scaled_residual(full, x, lam)
+                details["ncp_residual_scaled"] = scaled_residual(full, x, lam, mu)
                 lam = [li for li, r in zip(lam, full.rows) if np.isfinite(a[r.server])]
+            if coupled:  # (the coupling rows of the game Newton solved)
+                _coupling_details(full if mixed else game, mu, details)
     if algorithm == "ncp":
         newton_point = details.pop("_newton_point", None)
         rem = session.remaining()

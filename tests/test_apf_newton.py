@@ -284,9 +284,10 @@ def test_inf_alpha_is_psdsf_fast_and_limits_go_to_newton():
     assert mixed.details["algorithm"] == "newton" and mixed.status.value == "optimal"
     lim = _inst(901, "limits", N=4, K=2)
     assert solve(lim, "apf-vds", alpha=2, gains=False).details["algorithm"] == "newton"
-    # the leximin pairs take no task limits: a mix with limits is best responses' (noted)
-    mixed_lim = solve(lim, "apf-vds", alpha="inf,2", gains=False)
-    assert mixed_lim.details["algorithm"] == "best-response" and "task limits" in mixed_lim.details["note"]
+    mixed_lim = solve(lim, "apf-vds", alpha="inf,2", gains=False)  # leximin pairs with a coupling row
+    assert mixed_lim.details["algorithm"] == "newton" and mixed_lim.status.value == "optimal"
+    assert solve(lim, "apf-vds", alpha="inf,2", algorithm="ncp", gains=False).details["algorithm"] == \
+        "best-response"
     r = solve(lim, "apf-vds", alpha=2, algorithm="ncp", gains=False)
     assert r.details["algorithm"] == "best-response"
 
@@ -570,6 +571,30 @@ def test_mixed_alpha_newton_is_certified_independently(fam):
     assert max(gains[inst.servers[1]], gains[inst.servers[3]]) <= 1e-9 * max(1.0, r.tasks.max())
     assert r.details["ncp_residual"] <= 1e-8 * max(1.0, r.allocation.max())
     assert feasibility(inst, r.x)["holds"]
+
+
+@pytest.mark.parametrize("kind", ["tasks", "budget"])
+@pytest.mark.parametrize("fam", ["plain", "placement"])
+def test_mixed_alpha_with_task_limits_and_budgets(fam, kind):
+    """A mix with task limits or budgets: the leximin pairs take the shared multiplier of the coupling
+    row like the other pairs (``max_r M_r/γ − φ/X + μ``: a user at its limit may stay below every row's
+    level). Optimal, and the verification's checks hold — Thm 1 at the inf servers (a user at its limit
+    or budget counts as bottlenecked), the finite servers' gains within the room the others leave, the
+    box-form NCP residual — with some coupling row binding."""
+    bound = 0
+    for seed in range(2):
+        inst = _coupled(1100 + seed, fam, kind, N=12, K=4)
+        r = solve(inst, "apf-vds", alpha=MIXED)
+        assert r.details["algorithm"] == "newton" and r.status.value == "optimal", r.message
+        assert r.details["ncp_residual_scaled"] <= 1e-8 and r.details["certificate"]["holds"]
+        assert feasibility(inst, r.x)["holds"]
+        assert r.details["best_response_gain"] <= 1e-8 * max(1.0, r.tasks.max())
+        assert r.details["ncp_residual"] <= 1e-8 * max(1.0, r.allocation.max())
+        if kind == "tasks":
+            bound += int((r.tasks >= inst.tasks * (1 - 1e-9)).sum())
+        else:
+            bound += int(((inst.budget_cost * r.x).sum(axis=1) >= inst.budget_limit * (1 - 1e-9)).sum())
+    assert bound > 0
 
 
 def test_mixed_alpha_on_time_shared_servers_is_psdsf():
