@@ -227,6 +227,8 @@ class _Arrays:
         self._coo = ratio.tocoo()  # m/d' with d' = 1/γ at every leximin entry (_row_ratios)
         D.data = D.data.copy()
         self.D = D
+        self._D_linear = D.copy()  # D without the leximin entries: the part of f linear in λ
+        self._D_linear.data[self._lex_entry] = 0.0
         self.linearize(np.zeros(self.nr))
 
     # -------------------------------------------------------------- conversions
@@ -259,11 +261,11 @@ class _Arrays:
     def f(self, xp: np.ndarray, lv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         X = self.totals(xp)
         m, h = self.marginal(X)
-        Dl = self.D @ lv
-        if self.lex is not None:  # max_r M_{i,r}/γ_{n,i} at the leximin pairs, for the selected row's term
-            vals = lv[self._lex_k]
-            Dl[self.lex] += (np.maximum.reduceat(vals * self._lex_g, self._lex_start)
-                             - np.add.reduceat(vals * self.D.data[self._lex_entry], self._lex_start))
+        if self.lex is None:
+            Dl = self.D @ lv
+        else:  # the linear terms (coupling rows) and max_r M_{i,r}/γ_{n,i} at the leximin pairs
+            Dl = self._D_linear @ lv
+            Dl[self.lex] += np.maximum.reduceat(lv[self._lex_k] * self._lex_g, self._lex_start)
         return Dl - m, self.cap - self.DT @ xp, m, h
 
     def linearize(self, lv: np.ndarray) -> None:

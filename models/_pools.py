@@ -61,11 +61,12 @@ def server_pools(inst: Instance, keys: Any = None) -> list[list[int]]:
 
 
 def pool(inst: Instance, groups: list[list[int]]) -> Instance:
-    """The pooled instance: one server per group (named after its first member) with the summed capacities
+    """The pooled instance: one server per group (named after its member of least name — not its first,
+    which depends on the file's order, and the canonical rules hash the names) with the summed capacities
     (time-shared: rates times the group's size)."""
     first = [g[0] for g in groups]
     size = np.array([len(g) for g in groups], float)
-    servers = [inst.servers[i] for i in first]
+    servers = [_pool_name(inst, g) for g in groups]
     changes: dict[str, Any] = {"servers": tuple(servers), "eligible": inst.eligible[:, first],
                                "name": inst.name}
     if inst.time_shared:
@@ -108,7 +109,11 @@ def pooled_instance(inst: Instance, keys: Any = None) -> tuple[Instance, list[li
 
 def describe(inst: Instance, groups: list[list[int]]) -> dict[str, Any]:
     """``details.pools``: the pooled server's name → its members (pools of two or more only)."""
-    return {inst.servers[g[0]]: [inst.servers[i] for i in g] for g in groups if len(g) > 1}
+    return {_pool_name(inst, g): [inst.servers[i] for i in g] for g in groups if len(g) > 1}
+
+
+def _pool_name(inst: Instance, group: list[int]) -> str:
+    return min(inst.servers[i] for i in group)
 
 
 def solve_on_pools(inst: Instance, session: Any, solve: Callable[..., Solution],

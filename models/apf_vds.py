@@ -40,6 +40,7 @@ server ("servers with heterogeneous objectives", §3.4).
     mechanism ``ps-dsf`` (``fast``); a mix of finite and ``inf`` entries is solved here too, the
     ``inf`` servers' pairs being PS-DSF's leximin conditions (:mod:`~fairalloc.models._apf_newton`,
     leximin pairs; task limits and budgets included), and ``customize`` hooks keep the ``ncp`` route.
+    The certified point's split is replaced by the canonical one (:func:`_canonical_split`).
 ``ncp``
     :func:`build` is the NCP as a Pyomo model — ``x[n,i] ⊥ f[n,i]`` and ``λ[i,r] ⊥ slack[i,r]`` as
     ``pyomo.mpec`` ``Complementarity`` components over χ (:mod:`~fairalloc.models.feasible`), with
@@ -1257,6 +1258,7 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     details["newton"] = info
     details["iterations"] = info["iterations"]
     if res.ok:
+        res, details["canonical"] = _canonical_split(make(1.0), res, tol, session)
         return res.x, res.lam, res.mu, Status.OPTIMAL, ""
     t_at = 1.0 if res is direct else reached or 0.0  # the direct attempt's point is the target game's
     lam = res.lam if target_is_start or t_at == 1.0 else rescale(t_at, 1.0, res.lam)
@@ -1278,6 +1280,68 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
                                                        "fallback (details.newton.fallback)")
     info["fallback"] = f"newton not certified ({res.message}); solved by algorithm=ncp"
     return None
+
+
+def _canonical_split(game: ApfGame, res: Any, tol: float, session: Session) -> tuple[Any, dict[str, Any]]:
+    """One split per equilibrium. ``f`` depends on ``x`` only through the totals ``X``, so with ``X`` and
+    the multipliers kept, every split that gives each user its total, uses only pairs with ``f ≤ 0``
+    (to ``tol``, relative to the marginal), keeps every row with a multiplier above ``tol`` (relative
+    to its scale) at least as full and no row over its capacity (coupling rows alike) is the same
+    equilibrium — and Newton's split is the one its regularised steps reached, which can change with
+    the order of users and servers (docs/mechanisms/apf-vds.md: 17 of 40 mixed cases). The
+    canonical vertex of these splits (:func:`~fairalloc.solvers.canonical.canonical_point`:
+    ``max Σ h[n,i]·x[n,i]/X_n``, ``h`` a hash of the names) is taken instead, then Newton runs from it
+    with the same multipliers (the LP's rows hold to HiGHS's tolerance, the certificate asks for
+    ``tol``). Kept only where that certifies; ``(result, info)``."""
+    import pyomo.environ as pyo
+    from pyomo.common.collections import ComponentMap
+
+    from fairalloc.models._apf_newton import _Arrays
+    from fairalloc.models.feasible import name_hashes
+    from fairalloc.solvers.canonical import canonical_point
+
+    inst = game.inst
+    arr = _Arrays(game)
+    xp, lv = arr.pack(res.x, res.lam, res.mu)
+    f, sl, m, _ = arr.f(xp, lv)
+    X = arr.totals(xp)
+    allowed = np.flatnonzero(f / m <= tol)
+    active = lv / arr.lam_scale(m) > tol  # rows priced (a multiplier within tol of 0 may go slack)
+    usage = arr.cap - sl
+    info: dict[str, Any] = {"rule": "canonical vertex of the splits with these totals and multipliers"}
+    mod = pyo.ConcreteModel(name=f"apf-vds-split[{inst.name}]")
+    mod.x = pyo.Var(range(len(allowed)), bounds=(0, None), initialize=lambda _, j: float(xp[allowed[j]]))
+    by_user: dict[int, list[int]] = {}
+    for j, p in enumerate(allowed):
+        by_user.setdefault(int(arr.pn[p]), []).append(j)
+    mod.total = pyo.Constraint(list(by_user), rule=lambda mo, n: sum(mo.x[j] for j in by_user[n])
+                               == float(X[n]))
+    DT = arr.DT[:, allowed].tocsr()
+    rows = [k for k in range(arr.nr) if DT.indptr[k + 1] > DT.indptr[k]]
+
+    def row(mo: Any, k: int) -> Any:
+        body = sum(float(v) * mo.x[int(j)] for j, v in zip(DT.indices[DT.indptr[k]:DT.indptr[k + 1]],
+                                                          DT.data[DT.indptr[k]:DT.indptr[k + 1]]))
+        low = min(float(usage[k]), float(arr.cap[k])) * (1 - 1e-12) if active[k] else None
+        return pyo.inequality(low, body, float(arr.cap[k]))
+
+    mod.rows = pyo.Constraint(rows, rule=row)
+    mod.objective = pyo.Objective(expr=0.0)
+    h = name_hashes(inst.users, inst.servers, np.c_[arr.pn[allowed], arr.pi[allowed]])
+    scale = ComponentMap((mod.x[j], (float(X[arr.pn[p]]), float(h[j]))) for j, p in enumerate(allowed))
+    out = canonical_point(mod, scale, time_limit=session.remaining())
+    info["status"] = out.status.value
+    if not out.ok:
+        return res, info
+    yp = np.zeros_like(xp)
+    yp[allowed] = [max(0.0, float(mod.x[j].value or 0.0)) for j in range(len(allowed))]
+    y, _, _ = arr.unpack(yp, lv)
+    again = newton(game, y, res.lam, tol, mu=res.mu, arrays=arr, expired=session.expired)
+    info["newton_iterations"] = again.iterations
+    if not again.ok:
+        info["status"] = f"rejected (newton from it: {again.message})"
+        return res, info
+    return again, info
 
 
 def _proportional_start(inst: Instance, x0: np.ndarray, tol: float, cap: int, session: Session,

@@ -131,3 +131,21 @@ def test_task_limits_pooled_by_psdsf_not_by_apf():
     assert ps_full.ok and psdsf_certificate(lim, ps_full.x)["holds"] and psdsf_certificate(lim, ps.x)["holds"]
     apf = solve(lim, "apf-vds", alpha=2.0, gains=False)
     assert apf.ok and "pools" not in apf.details
+
+
+def test_a_pool_is_named_after_its_least_name_whatever_the_order():
+    """The pooled server takes the least name among its members, not the first in the file (the
+    canonical rules hash the names): the servers listed in reverse give the same pools and, for a mix
+    of α = inf and finite α, the same allocation."""
+    full = _duplicated(5, False)
+    order = list(range(full.n_servers))[::-1]
+    rev = full.replace(servers=tuple(full.servers[i] for i in order), eligible=full.eligible[:, order],
+                       capacity=full.capacity[order], budget_cost=full.budget_cost[:, order])
+    assert pool(rev, server_pools(rev)).servers == ("s3", "s2", "s0")
+    alpha = {"s0": "inf", "s1": "inf", "s2": "2", "s3": "2", "s4": "2", "s5": "2"}
+    a = solve(full, "apf-vds", alpha=",".join(alpha[s] for s in full.servers), gains=False)
+    b = solve(rev, "apf-vds", alpha=",".join(alpha[s] for s in rev.servers), gains=False)
+    assert a.details["pools"] == {"s0": ["s0", "s1"], "s3": ["s3", "s4", "s5"]}
+    assert b.details["pools"] == {"s3": ["s5", "s4", "s3"], "s0": ["s1", "s0"]}  # (members in file order)
+    assert a.status.value == b.status.value == "optimal"
+    np.testing.assert_allclose(b.x[:, order], a.x, rtol=1e-6, atol=1e-9 * a.x.max())
