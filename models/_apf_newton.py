@@ -645,8 +645,7 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
     start, at ``t = 0``). ``rescale(t_old, t_new, λ)`` maps multipliers between the games' utility
     scales. ``rescue(game, x, λ)``: a new start ``(x, λ)`` from the end point of a step Newton did not
     certify (the first game at ``t = 0`` too), from which Newton runs once more before the step is halved
-    (:func:`_rescued`). Returns the last result (at
-    ``t = 1`` if ``ok``) and the path taken."""
+    (:func:`_rescued`). Returns the last result (at ``t = 1`` if ``ok``) and the path taken."""
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     g0 = make_game(0.0)
