@@ -86,6 +86,10 @@ def test_perserver_case_reports_status_time_and_certificate():
     assert apf["status"] == "optimal" and apf["certified"] and apf["vs_mnw"] < 1e-8
     per = _case({**base, "mechanism": "apf-vds", "params": {"alpha": "per-server"}, "vs_mnw": False})
     assert per["status"] == "optimal" and per["certified"]
+    # α = inf at every fourth server: certified needs the scaled residual and Thm 1 there
+    mix = _case({**base, "servers": 4, "mechanism": "apf-vds", "params": {"alpha": "inf-mix"},
+                 "vs_mnw": False})
+    assert mix["status"] == "optimal" and mix["certified"] and mix["residual"] <= 1e-8
 
 
 def test_perserver_resumed_rows_are_numbers(tmp_path):
