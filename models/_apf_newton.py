@@ -55,6 +55,8 @@ utility scale of server ``i`` (``ApfGame.scale``), so ``μ_n`` is shared in the 
 ``g_i``, not in the rescaled ones. The coefficients of ``μ`` in ``f`` (``D``) and of ``x`` in the slack
 (``Dᵀ`` in the code, built separately) then differ by ``c_i``; the elimination is unchanged — the
 system gains one unknown per coupling row. :func:`coupling_rows` gives their order (``NewtonResult.mu``).
+An external resource is one more such row, ``c_e − Σ_{n, i∈S_e} x_{n,i} d_{n,e} ≥ 0`` over every pair of its
+scope, with one shared ``μ_e``.
 
 **Servers with α_i = ∞** (PS-DSF's leximin response, [APF] Thm 2). As ``α → ∞`` the pair's condition
 ``Σ_r λ_r d_{n,r} ≥ g'(s̃)/γ`` with ``g' = z^{−α}`` reads ``(Σ_r λ_r d_{n,r} γ)^{1/α} s̃_{n,i} ≥ 1``, and
@@ -189,6 +191,19 @@ class _Arrays:
                 caps.append(float(limit[n]))
                 self.coupling.append((kind, int(n)))
                 k += 1
+        for e in range(len(inst.external)):  # an external resource: every pair of its scope that uses it
+            use = inst.external_scope[e, pi] & (inst.external_demand[pn, e] > 0)
+            if not use.any():
+                continue
+            ps = np.flatnonzero(use)
+            coef = inst.external_demand[pn[ps], e]
+            ri.extend(ps.tolist())
+            rc.extend([k] * len(ps))
+            rv.extend((coef * scale[pi[ps]]).tolist())
+            sv.extend(coef.tolist())
+            caps.append(float(inst.external_capacity[e]))
+            self.coupling.append(("external", e))
+            k += 1
         self.nr = k
         self.cap = np.asarray(caps, float)
         self.cap_scale = np.where(self.cap > 0, self.cap, 1.0)  # a row's slack scale (1 at zero capacity)
@@ -400,7 +415,8 @@ def _residual(a: _Arrays, xp: np.ndarray, lv: np.ndarray, f: np.ndarray, sl: np.
 
 def coupling_rows(game: ApfGame) -> list[tuple[str, int]]:
     """The coupling rows of the game, in the order of ``mu``: ``("tasks", n)`` for a finite task limit,
-    ``("budget", n)`` for a finite budget with a positive cost on some runnable pair."""
+    ``("budget", n)`` for a finite budget with a positive cost on some runnable pair, ``("external", e)``
+    for an external resource some runnable pair of its scope uses."""
     return _Arrays(game).coupling
 
 

@@ -8,11 +8,14 @@ Server ``i`` sees its eligible users ``N_i`` (runnable pairs), its own resource 
 :class:`ServerRows` holds both as a demand matrix and a capacity vector so the numpy algorithms (Algorithm I
 of [PSDSF], PS-MFA and the distributed heuristic of [APF]) are written once.
 
-Neither paper defines its game with a pool shared by several servers, with task limits or with budgets
-(all couple the servers' decisions into a generalised game), so :func:`require_per_server` rejects such
-instances — except task limits and budgets for the best-response algorithms, where server ``i`` may give
-user ``n`` only what the others leave (:func:`coupling_room`, a column bound of server ``i``'s model) and a
-user that has used up its limit or budget cannot rise there (see :mod:`~fairalloc.models.psdsf`).
+Neither paper defines its game with a pool shared by several servers (an external resource), with task
+limits or with budgets (all couple the servers' decisions into a generalised game), so
+:func:`require_per_server` rejects such instances — except for the algorithms that take them as our
+extension: server ``i`` may give user ``n`` only what the others leave (:func:`coupling_room`, a column
+bound of server ``i``'s model), a user that has used up its limit or budget cannot rise there, and an
+external resource ``e`` is a row of every server in its scope ``S_e`` whose capacity is what the other
+servers of ``S_e`` leave, ``c_e − Σ_{j∈S_e, j≠i} Σ_n x[n,j] d[n,e]`` (:func:`external_room`,
+:func:`rows_at`; see :mod:`~fairalloc.models.psdsf` and :mod:`~fairalloc.models.apf_vds`).
 """
 
 from __future__ import annotations
@@ -32,20 +35,25 @@ __all__ = [
     "coupling_room",
     "deviation_from_psdsf",
     "expose_all_pairs",
+    "external_room",
     "require_per_server",
+    "rows_at",
     "server_rows",
     "weighted_vds",
+    "with_room",
 ]
 
 
 def require_per_server(inst: Instance, mechanism: str, allow_limits: bool = False,
-                       limits_hint: str = "omit 'tasks'", budget_hint: str = "omit 'budget'") -> None:
+                       limits_hint: str = "omit 'tasks'", budget_hint: str = "omit 'budget'",
+                       allow_external: bool = False, external_hint: str = "use tsf-er, cru or mnw") -> None:
     """Raise a clear error for what the per-server games of [PSDSF]/[APF] do not define (task limits and
-    budgets only where ``allow_limits``; ``limits_hint`` says what to do instead)."""
-    if inst.external:
+    budgets only where ``allow_limits``, external resources only where ``allow_external``; the hints say
+    what to do instead)."""
+    if inst.external and not allow_external:
         raise InstanceError(f"{inst.name}: mechanism '{mechanism}' is per-server ([PSDSF] §III, [APF] §3): "
                             f"external resources ({', '.join(inst.external)}) couple the servers and "
-                            "are not part of its game; use tsf-er, cru or mnw")
+                            f"are not part of its game; {external_hint}")
     if inst.has_task_limits and not allow_limits:
         users = [u for u, t in zip(inst.users, inst.tasks) if np.isfinite(t)]
         raise InstanceError(f"{inst.name}: mechanism '{mechanism}' is per-server ([PSDSF] §III, [APF] §3): "
@@ -65,8 +73,10 @@ def normalized(inst: Instance) -> tuple[Instance, np.ndarray, np.ndarray]:
 
     Both games are the same: the VDS ``X_n/(φ_n γ[n,i])``, every row ``Σ_n x[n,i] d[n,r] ≤ c[i,r]`` (up to
     the factor ``ρ_r``), task limits and budgets are unchanged by the change of units, so equilibria map
-    one to one; a multiplier ``λ'`` of the normalised row ``r`` is ``ρ_r λ``. Users who feed bytes next to
-    cores, or a user whose task is 10⁻⁴ of another's, then meet the solver's tolerances at one scale."""
+    one to one; a multiplier ``λ'`` of the normalised row ``r`` is ``ρ_r λ``. External resources are
+    measured in their capacity (``ρ`` then lists them after the server resources). Users who feed bytes
+    next to cores, or a user whose task is 10⁻⁴ of another's, then meet the solver's tolerances at one
+    scale."""
     gamma = np.where(inst.runnable, inst.gamma, 0.0)
     k = gamma.max(axis=1)
     k = np.where(k > 0, k, 1.0)
@@ -78,8 +88,15 @@ def normalized(inst: Instance) -> tuple[Instance, np.ndarray, np.ndarray]:
     cap = inst.capacity
     rho = cap.max(axis=0)
     rho = np.where(rho > 0, rho, 1.0)
-    out = inst.replace(capacity=cap / rho[None, :], demand=inst.demand * k[:, None] / rho[None, :],
-                       tasks=lim, budget_cost=cost)
+    extra: dict[str, Any] = {}
+    if inst.external:  # each external resource in its own capacity
+        ec = np.where(inst.external_capacity > 0, inst.external_capacity, 1.0)
+        extra = {"external_capacity": inst.external_capacity / ec,
+                 "external_demand": inst.external_demand * k[:, None] / ec[None, :]}
+        rho = np.concatenate([rho, ec])
+    out = inst.replace(capacity=cap / rho[None, :len(inst.resources)],
+                       demand=inst.demand * k[:, None] / rho[None, :len(inst.resources)],
+                       tasks=lim, budget_cost=cost, **extra)
     return out, k, rho
 
 
@@ -225,6 +242,52 @@ def server_rows(inst: Instance) -> list[ServerRows]:
         out.append(ServerRows(i, d, inst.capacity[i, keep].astype(float),
                               tuple(r for r, k in zip(inst.resources, keep) if k), users))
     return out
+
+
+def external_room(inst: Instance, x: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
+    r"""The external resources server ``i``'s tasks use (``e`` with ``i`` in its scope ``S_e``) and what the
+    other servers leave of each:
+
+    .. math::
+
+        c_e - \sum_{j \in S_e,\, j \ne i} \sum_n x_{n,j}\, d_{n,e}
+
+    (clipped at 0) — server ``i``'s capacity of ``e`` in the generalised game (:func:`rows_at`)."""
+    x = np.asarray(x, float)
+    use = np.flatnonzero(inst.external_scope[:, i])
+    if not len(use):
+        return use, np.zeros(0)
+    scope = inst.external_scope[use].astype(float)  # (E_i, K)
+    scope[:, i] = 0.0
+    held = np.einsum("ne,nk,ek->e", inst.external_demand[:, use], x, scope)
+    return use, np.maximum(inst.external_capacity[use] - held, 0.0)
+
+
+def rows_at(inst: Instance, x: np.ndarray, rows: list[ServerRows] | None = None) -> list[ServerRows]:
+    """Every server's rows in the generalised game at ``x``: its own (:func:`server_rows`, or ``rows``),
+    then one row per external resource in its scope that one of its users demands, with the demands
+    ``d_{n,e}`` and the capacity the other servers leave (:func:`external_room`). Without external
+    resources these are the server's own rows."""
+    rows = server_rows(inst) if rows is None else rows
+    if not inst.external:
+        return rows
+    return [with_room(inst, x, r) for r in rows]
+
+
+def with_room(inst: Instance, x: np.ndarray, row: ServerRows) -> ServerRows:
+    """Server ``row.server``'s rows with its external rows at ``x`` appended (:func:`rows_at`)."""
+    if not inst.external:
+        return row
+    i, U = row.server, row.users
+    use, room = external_room(inst, x, i)
+    d = inst.external_demand[:, use]
+    keep = (d[U] > 0).any(axis=0) if len(U) else np.zeros(len(use), bool)
+    if not keep.any():
+        return row
+    extra = np.zeros((inst.n_users, int(keep.sum())))
+    extra[U] = d[np.ix_(U, np.flatnonzero(keep))]
+    return ServerRows(i, np.hstack([row.demand, extra]), np.concatenate([row.capacity, room[keep]]),
+                      row.names + tuple(inst.external[e] for e in use[keep]), U)
 
 
 def weighted_vds(inst: Instance, x: np.ndarray) -> np.ndarray:

@@ -69,10 +69,19 @@ not unique. ``newton`` returns the *variational equilibrium*: the limit priced t
 a shared ``μ_n ≥ 0`` with ``0 ≤ μ_n ⊥ T_n − X_n ≥ 0`` and ``0 ≤ x_{n,i} ⊥ f_{n,i} + μ_n ≥ 0`` (budgets:
 ``ν_n c_{n,i}``), in each server's own units of ``g_i`` — one of the generalised equilibria (each
 server's KKT conditions hold with ``μ_n`` on its coupling row), the canonical one we return;
-``details["limit_multipliers"]``, ``details["budget_multipliers"]``. ``best-response`` (and ``ncp``, which
+``details["limit_multipliers"]``, ``details["budget_multipliers"]``. **External resources** likewise:
+``e`` is a row of every server in its scope with what the others leave of it
+(:func:`~fairalloc.models._perserver.rows_at`), and ``newton`` prices it the same on every server, one
+``μ_e ≥ 0`` with ``0 ≤ μ_e ⊥ c_e − Σ_{n, i∈S_e} x_{n,i} d_{n,e} ≥ 0`` and ``+ μ_e d_{n,e}`` in ``f_{n,i}`` for
+``i ∈ S_e`` (``details["external_multipliers"]``). At α = 1 every server's marginal utility is
+``φ_n/X_n``, the gradient of ``Σ φ_n log X_n``, so this equilibrium is MNW's point (tested). With some
+``α_i = inf`` as well, ``newton`` hands the instance to ``best-response`` (its leximin pairs would take
+``μ_e`` linearly, which is not [PSDSF] Thm 1 at those servers). ``best-response`` (and ``ncp``, which
 hands such instances to it) returns the fixed point of its sweeps instead — a generalised equilibrium
-that depends on the server order, a column bound per response. Either way the certificate includes the
-NCP residual in box form (:func:`pair_bounds`) and the gains. A ``customize`` hook edits the NCP model
+that depends on the server order, a column bound (or, for an external resource, a row's capacity) per
+response. Either way the certificate includes the NCP residual in box form (:func:`pair_bounds`), each
+server's external rows at their room, and the gains; ``ps-mfa`` and ``distributed`` reject external
+resources. A ``customize`` hook edits the NCP model
 (bounded pairs re-posed as ``0 ≤ x ≤ u ⊥ f``, certificate :func:`edited_ncp_residual`) or every
 server's NLP.
 
@@ -108,9 +117,12 @@ from fairalloc.models._perserver import (
     coupling_room,
     deviation_from_psdsf,
     expose_all_pairs,
+    external_room,
     normalized,
     require_per_server,
+    rows_at,
     server_rows,
+    with_room,
 )
 from fairalloc.models._pools import pooled_utility, solve_on_pools
 from fairalloc.models.feasible import allocation, feasible_set, uniform_split
@@ -318,6 +330,11 @@ class ServerBestResponse:
         self._rows = list(m.chi.capacity.values()) if not inst.time_shared else list(m.chi.time.values())
         self._limited = coupled_users(inst, i, self.users)  # task limits, budgets: per-response bounds
         self.hook_ub: np.ndarray | None = None
+        if len(m.chi.external):  # an external resource: what the other servers leave (external_room)
+            m.room = pyo.Param(list(m.chi.external), mutable=True, initialize=0.0,
+                               doc="c_e − Σ_{j≠i} Σ_n x[n,j] d[n,e] (the other servers' use)")
+            for e, con in m.chi.external.items():
+                con.set_value(con.body <= m.room[e])
 
     def column_ub(self, x: np.ndarray) -> np.ndarray:
         """Upper bounds of server ``i``'s columns given ``x`` elsewhere: the hook's bounds and what task
@@ -338,6 +355,11 @@ class ServerBestResponse:
         if len(self._limited):
             for k, ub in zip(self._limited, self.column_ub(x)[self._limited]):
                 self._x[k].setub(float(ub))
+        if hasattr(m, "room"):
+            use, room = external_room(self.inst, x, self.i)
+            for e, left in zip(use, room):
+                if self.inst.external[e] in m.room:
+                    m.room[self.inst.external[e]] = float(left)
         others = x.sum(axis=1) - x[:, self.i]
         for n, u, v in zip(self.users, self._names, self._x):
             m.offset[u].setlb(float(others[n]))
@@ -382,7 +404,7 @@ class NumpyLeximin:
         row = next(r for r in server_rows(inst) if r.server == i)
         self.users = U = row.users
         self._w = inst.weight[U] * inst.gamma[U, i]
-        self._D, self._c = row.demand[U], row.capacity
+        self.row = row
         self._limited = coupled_users(inst, i, U)
         self.hook_ub = None
 
@@ -396,8 +418,10 @@ class NumpyLeximin:
         if len(self._limited):
             cap = np.full(len(U), np.inf)
             cap[self._limited] = coupling_room(self.inst, x, self.i, U[self._limited])
+        row = with_room(self.inst, x, self.row)  # and the external resources the other servers leave
         col = np.zeros(self.inst.n_users)
-        col[U] = leximin_response(self._w, self._D, self._c, x[U].sum(axis=1) - x[U, self.i], cap=cap)
+        col[U] = leximin_response(self._w, row.demand[U], row.capacity, x[U].sum(axis=1) - x[U, self.i],
+                                  cap=cap)
         return col
 
 
@@ -418,11 +442,17 @@ class NumpyBestResponse:
 
     def numpy_response(self, x: np.ndarray, prices: np.ndarray | None = None
                        ) -> tuple[np.ndarray, float, float, np.ndarray] | None:
-        """:func:`numpy_best_response` to ``x`` within the room task limits and budgets leave, or ``None``."""
+        """:func:`numpy_best_response` to ``x`` within the room task limits, budgets and external resources
+        leave, or ``None``; ``λ`` of the server's own rows (``prices``: of its own rows, or of those and
+        its external rows, :func:`~fairalloc.models._perserver.rows_at`)."""
         ub = np.full(len(self.users), np.inf)
         if len(self._limited):
             ub[self._limited] = coupling_room(self.inst, x, self.i, self.users[self._limited])
-        return numpy_best_response(self.inst, self.i, *self.params, x, ub, prices=prices, row=self.row)
+        out = numpy_best_response(self.inst, self.i, *self.params, x, ub, prices=prices,
+                                  row=with_room(self.inst, x, self.row))
+        if out is None or len(out[3]) == len(self.row.capacity):
+            return out
+        return out[0], out[1], out[2], out[3][:len(self.row.capacity)]
 
     def respond(self, x: np.ndarray, session: Session, prices: np.ndarray | None = None
                 ) -> tuple[np.ndarray, SolveOutcome]:
@@ -618,6 +648,8 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         lam = np.where(d > 0, m0[:, None] / np.where(d > 0, d, 1.0), 0.0).max(axis=0)
     val = dual(lam)
+    if prices is not None and len(prices) < len(lam):  # the own rows' prices; the external rows' as above
+        prices = np.concatenate([np.asarray(prices, float), lam[len(prices):]])
     if prices is not None and len(prices) == len(lam) and (np.asarray(prices) >= 0).all():
         given = np.asarray(prices, float)
         given_val = dual(given)
@@ -717,7 +749,7 @@ def best_response_gains(inst: Instance, x: np.ndarray, alpha: np.ndarray, A: np.
         if not out.has_point:
             gains[s] = None
             continue
-        row = rows[i]
+        row = with_room(inst, x, rows[i])
         use = row.usage(col)
         scale = float(np.min(np.where(use > 0, row.capacity / np.where(use > 0, use, 1.0), np.inf),
                              initial=np.inf))
@@ -758,11 +790,17 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
     Task limits and budgets bound each pair by what the other servers leave it
     (:func:`~fairalloc.models._perserver.coupling_room`); ``bounds`` (users × servers) adds an edited
     model's column bounds. A pair at its bound then counts in the residual in box form (``f < 0`` allowed).
+    An external resource is a row of every server in its scope, with the capacity the others leave
+    (:func:`~fairalloc.models._perserver.rows_at`): each server's own KKT conditions in the generalised
+    game (``lam`` then lists those rows' multipliers after the server's own, or is recomputed).
     """
-    require_per_server(inst, "apf-vds", allow_limits=True)
+    require_per_server(inst, "apf-vds", allow_limits=True, allow_external=True)
     a, A_, B_ = utility_parameters(inst, alpha, A, B)
     x = np.asarray(x, float)
     game = _game(inst, a, A_, B_)
+    game.rows = rows_at(inst, x, game.rows)  # external resources: each server's room at x
+    if lam is not None and [len(li) for li in lam] != [len(r.capacity) for r in game.rows]:
+        lam = None
     if lam is None:
         lam = game.multipliers(x)
     ub = pair_bounds(inst, x, bounds)
@@ -804,8 +842,8 @@ PARAMS = [
     Param("polish", as_bool, True, "finish with Newton's method on the active set of the NCP"),
     Param("gains", as_bool, True, "solve every server's best response at the result to report its gain"),
     Param("pool", as_bool, True, "solve each group of identical servers (same α, A, B) as one server and "
-          "split it evenly (exact with A_p = A·m^((1−α)/α), models/_pools.py; not with task limits or "
-          "budgets); false: the full game"),
+          "split it evenly (exact with A_p = A·m^((1−α)/α), models/_pools.py; not with task limits, "
+          "budgets or external resources); false: the full game"),
 ]
 
 
@@ -848,6 +886,13 @@ DIRECT_FIRST = True  # Newton at the target from the sharing-incentive point bef
 DEFAULT_ITER = {"best-response": 500, "ps-mfa": 5_000, "distributed": 100_000, "newton": 150}
 DEFAULT_TOL = {"best-response": 1e-9, "ps-mfa": 1e-16, "distributed": 1e-12, "newton": 1e-8}
 ROUTES_WITH_LIMITS = ("newton", "ncp", "best-response")
+EXTERNAL_HINT = ("only algorithm=newton or best-response (ncp hands it to best-response), without a "
+                 "customize hook, supports external resources; or use tsf-er, cru or mnw")
+
+
+def _coupled(inst: Instance) -> bool:
+    """Task limits, budgets or external resources: rows coupling the servers (a generalised game)."""
+    return bool(inst.has_task_limits or inst.has_budgets or inst.external)
 
 
 @mechanism("apf-vds", problem="nlp", build=build, needs_demands=False, params=PARAMS,
@@ -866,9 +911,9 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
     ``ps-dsf`` with its ``fast`` algorithm (:func:`_as_psdsf`)."""
     if algorithm in ("newton", "ncp") and np.isinf(utility_parameters(inst, alpha, A, B)[0]).all():
         return _as_psdsf(inst, session, algorithm, pool)
-    # pooled only without task limits and budgets (the even split's certificate with the shared
-    # multipliers of the variational equilibrium is not written yet)
-    if pool and session.customize is None and not (inst.has_task_limits or inst.has_budgets):
+    # pooled only without task limits, budgets and external resources (the even split's certificate
+    # with the shared multipliers of the variational equilibrium is not written yet)
+    if pool and session.customize is None and not _coupled(inst):
         a, A_, B_ = utility_parameters(inst, alpha, A, B)
 
         def pooled_params(groups: list[list[int]]) -> dict[str, Any]:
@@ -884,15 +929,19 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
     if session.customize is not None:
         return _solve(inst, session, *args)
     require_per_server(inst, "apf-vds", allow_limits=algorithm in ROUTES_WITH_LIMITS,
-                       limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT)
+                       limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT,
+                       allow_external=algorithm in ROUTES_WITH_LIMITS, external_hint=EXTERNAL_HINT)
     norm, k, rho = normalized(inst)
     sol = _solve(norm, session, *args)
     sol.allocation = sol.allocation * k[:, None]
-    names = ("time",) if inst.time_shared else inst.resources
+    names = ("time",) if inst.time_shared else inst.resources + inst.external
     unit = dict(zip(names, rho.tolist()))
     if "multipliers" in sol.details:  # λ' of a row in units of ρ_r is ρ_r·λ
         sol.details["multipliers"] = {key: v / unit[key.split(",", 1)[1]]
                                       for key, v in sol.details["multipliers"].items()}
+    if "external_multipliers" in sol.details:
+        sol.details["external_multipliers"] = {e: v / unit[e]
+                                               for e, v in sol.details["external_multipliers"].items()}
     if "limit_multipliers" in sol.details:  # utility per task: a task of the normalised instance is k_n
         kn = dict(zip(inst.users, k.tolist()))
         sol.details["limit_multipliers"] = {u: v / kn[u] for u, v in sol.details["limit_multipliers"].items()}
@@ -916,9 +965,11 @@ def _as_psdsf(inst: Instance, session: Session, algorithm: str, pool: bool) -> S
 
 def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorithm: str, tol: float,
            max_iter: int, epsilon: float, kappa: float, polish: bool, gains: bool) -> Solution:
-    coupled = inst.has_task_limits or inst.has_budgets
+    coupled = _coupled(inst)
     require_per_server(inst, "apf-vds", allow_limits=algorithm in ROUTES_WITH_LIMITS,
-                       limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT)
+                       limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT,
+                       allow_external=algorithm in ROUTES_WITH_LIMITS and session.customize is None,
+                       external_hint=EXTERNAL_HINT)
     a, A_, B_ = utility_parameters(inst, alpha, A, B)
     details: dict[str, Any] = {"algorithm": algorithm, "alpha": a.tolist(), "A": A_.tolist(),
                                "B": B_.tolist()}
@@ -931,7 +982,13 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
         details["note"] = ("task limits / budgets couple the servers: solved by best responses, each "
                            "server bounded by what the others leave")
     if not np.isfinite(a).all():
-        if algorithm == "newton":
+        if algorithm == "newton" and inst.external:
+            # the leximin pairs take coupling rows linearly (a shared price), which is not [PSDSF] Thm 1
+            # at those servers for a resource they share: the sweeps' leximin responses are
+            algorithm = details["algorithm"] = "best-response"
+            details["note"] = ("alpha has inf entries and the instance external resources: solved by best "
+                               "responses (PS-DSF leximin there, within what the other servers leave)")
+        elif algorithm == "newton":
             pass  # the α = inf servers' pairs are PS-DSF's leximin conditions (_apf_newton, leximin pairs)
         elif algorithm == "ncp":  # PS-DSF servers have no NCP; their best response is an LP
             algorithm = details["algorithm"] = "best-response"
@@ -965,8 +1022,8 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
          epsilon: float, kappa: float, polish: bool, gains: bool, details: dict[str, Any]) -> Solution:
     tight, bounds = None, None
     # an edited model, task limits or budgets: the arrays of ApfGame (the Newton polish) do not know them
-    exotic = session.customize is not None or inst.has_task_limits or inst.has_budgets
-    coupled = inst.has_task_limits or inst.has_budgets
+    coupled = _coupled(inst)
+    exotic = session.customize is not None or coupled
     mu = None
     mixed = not np.isfinite(a).all()  # some α_i = inf: newton's leximin pairs there
     if algorithm == "newton":
@@ -1047,6 +1104,10 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
     if np.isfinite(a).all() and (not exotic or algorithm == "newton"):  # dimensionless (docs/…/apf-vds.md)
         details["ncp_residual_scaled"] = scaled_residual(game, x, lam, mu)
     lam = [li / scale[r.server] for li, r in zip(lam, game.rows)]  # back to the user's g
+    if inst.external and "external_multipliers" in details:  # the shared prices as each server's own
+        ext = details["external_multipliers"]
+        lam = [np.concatenate([li, [ext.get(e, 0.0) for e in rr.names[len(r.capacity):]]])
+               for li, r, rr in zip(lam, game.rows, rows_at(inst, x, game.rows))]
     # an NCP-specific hook (one that edits lam, f, ...) cannot run on the per-server models of the gains
     gains = gains and not (algorithm == "ncp" and session.customize is not None)
     nash = nash_conditions(inst, x, a.tolist(), A_.tolist(), B_.tolist(), lam=lam, session=session,
@@ -1270,7 +1331,7 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     details["_newton_point"] = (res.x, lam, res.mu, res.message)
     rem = session.remaining()
     setup = _ncp_setup_seconds(inst)
-    ncp_next = finite.all() and not (inst.has_task_limits or inst.has_budgets)  # else best-response
+    ncp_next = finite.all() and not _coupled(inst)  # else best-response
     if rem is not None and rem < 4 * setup and ncp_next:
         # the Pyomo NCP's model, NL file and CasADi function are built before any limit can stop them
         details.pop("_newton_point")
@@ -1368,12 +1429,15 @@ def _proportional_start(inst: Instance, x0: np.ndarray, tol: float, cap: int, se
 
 def _coupling_details(game: ApfGame, mu: np.ndarray, details: dict[str, Any]) -> None:
     """``details["limit_multipliers"]`` (``μ_n``, utility per task) and ``details["budget_multipliers"]``
-    (``ν_n``, utility per unit of budget): the shared prices of the coupling rows, 0 where slack, for the
-    users that have a limit (budget)."""
+    (``ν_n``, utility per unit of budget) and ``details["external_multipliers"]`` (utility per unit of an
+    external resource): the shared prices of the coupling rows, 0 where slack, for the users that have a
+    limit (budget) and the external resources some pair uses."""
     inst = game.inst
-    out: dict[str, dict[str, float]] = {"limit_multipliers": {}, "budget_multipliers": {}}
+    out: dict[str, dict[str, float]] = {"limit_multipliers": {}, "budget_multipliers": {},
+                                        "external_multipliers": {}}
+    key = {"tasks": "limit_multipliers", "budget": "budget_multipliers", "external": "external_multipliers"}
     for (kind, n), v in zip(coupling_rows(game), mu):
-        out["limit_multipliers" if kind == "tasks" else "budget_multipliers"][inst.users[n]] = float(v)
+        out[key[kind]][inst.external[n] if kind == "external" else inst.users[n]] = float(v)
     details.update({k: v for k, v in out.items() if v})
 
 

@@ -73,7 +73,14 @@ unique: on Fig. 2 with ``T[u3] = 4`` the ``best-response`` sweeps return ``X = (
 served by ``s1``), while ``(3.6, 3.6, 4, 10)`` (``u3`` on ``s2``) carries the certificate too. **Budgets**
 likewise: server ``i`` may give ``n`` at most ``(B_n − Σ_{j≠i} c[n,j] x[n,j]) / c[n,i]`` where ``c[n,i] >
 0`` (:func:`~fairalloc.models._perserver.coupling_room`); a spent budget is the bottleneck wherever a task
-costs something (``"budget"``).
+costs something (``"budget"``). **External resources** likewise (``fast`` and ``best-response``; no
+pooling of identical servers): an external resource ``e`` is a resource of every server ``i`` in its scope,
+with what the other servers leave of it, ``c_e − Σ_{j∈S_e, j≠i} Σ_n x[n,j] d[n,e]``, as ``i``'s capacity
+(:func:`~fairalloc.models._perserver.external_room`: a row of ``fast``'s water-filling, the right-hand
+side of the LP's row, one more saturated resource with its own level in :func:`exact_finish`); in the
+certificate it is saturated when its pool is, and held at ``i`` by the users with ``x[m,i] d[m,e] > 0``.
+On [TSFER] Fig. 2 (a link both servers share) PS-DSF gives ``x[u1,s2] = x[u2,s1] = 5``, the point of
+CRU and MNW there, with cpu each user's bottleneck.
 
 **customize**: with a hook every server's model holds a variable for every runnable pair (the others fixed
 at 0, in no row: :func:`~fairalloc.models._perserver.expose_all_pairs`), so a hook for the whole
@@ -105,6 +112,7 @@ from fairalloc.models._perserver import (
     coupled_users,
     coupling_room,
     expose_all_pairs,
+    external_room,
     require_per_server,
     server_rows,
     weighted_vds,
@@ -155,6 +163,11 @@ class ServerLeximin:
         self._rows = [*m.maxmin.level.values(), *m.maxmin.floor.values()]  # bodies hold the offsets
         self._handle: Any = None
         self.hook_ub: np.ndarray | None = None  # the columns' upper bounds once the hook has run
+        if len(m.chi.external):  # an external resource: what the other servers leave (external_room)
+            m.room = pyo.Param(list(m.chi.external), mutable=True, initialize=0.0,
+                               doc="c_e − Σ_{j≠i} Σ_n x[n,j] d[n,e] (the other servers' use)")
+            for e, con in m.chi.external.items():
+                con.set_value(con.body <= m.room[e])
 
     def respond(self, x: np.ndarray, session: Session) -> tuple[np.ndarray, Any]:
         """Server ``i``'s leximin allocation given ``x`` on the other servers (column ``i`` ignored)."""
@@ -174,10 +187,16 @@ class ServerLeximin:
                               self.hook_ub[self._limited])
             for k, ub in zip(self._limited, room):
                 self._vars[k].setub(float(ub))
+        if hasattr(m, "room"):  # (a room within the LP's tolerance of 0 is 0: round 2 was infeasible)
+            use, left = external_room(self.inst, x, self.i)
+            left[left <= 1e-9 * self.inst.external_capacity[use]] = 0.0
+            for e, v in zip(use, left):
+                if self.inst.external[e] in m.room:
+                    m.room[self.inst.external[e]] = float(v)
         if self._handle is not None:  # same HiGHS model, warm: push the new offsets (row constants)
             self._handle.update_rows(self._rows)
-            if len(self._limited):
-                self._handle.update()  # and the limits' column bounds
+            if len(self._limited) or hasattr(m, "room"):
+                self._handle.update()  # and the limits' column bounds, the external rows' room
         out = progressive_filling(m, session, m.vds, handle=self._handle, resolve=RESOLVE)
         self._handle = out.handle
         col = np.zeros(self.inst.n_users)
@@ -217,9 +236,10 @@ def _sweeps(inst: Instance, session: Session, tol: float, max_iter: int, servers
         for i in servers:
             col, out = models[i].respond(x, session)
             lps += out.lps
-            if out.status is Status.ERROR and session.customize is None:
-                # the leximin LPs lost precision (seen at 50 x 8: a round's level 2.6e-6 below the last):
-                # the same response in numpy (leximin_response), counted in details.numpy_responses
+            if out.status in (Status.ERROR, Status.INFEASIBLE) and session.customize is None:
+                # the leximin LPs lost precision (seen at 50 x 8: a round's level 2.6e-6 below the last;
+                # with an external resource nearly used up, a round "infeasible"): the same response in
+                # numpy (leximin_response), counted in details.numpy_responses
                 log.info("ps-dsf best response: server %s, %s; numpy response instead", inst.servers[i],
                          out.message)
                 col = _numpy_response(inst, x, rows[i])
@@ -266,12 +286,24 @@ def _numpy_response(inst: Instance, x: np.ndarray, rows: ServerRows) -> np.ndarr
 def _capped_response(inst: Instance, x: np.ndarray, i: int, U: np.ndarray, w: np.ndarray, D: np.ndarray,
                      c: np.ndarray, lim: np.ndarray, X: np.ndarray) -> np.ndarray:
     """:func:`leximin_response` of server ``i`` for its users ``U`` (totals ``X``, aligned with ``U``),
-    the users ``U[lim]`` capped by what their task limit or budget leaves (``coupling_room``)."""
+    the users ``U[lim]`` capped by what their task limit or budget leaves (``coupling_room``), the
+    external resources in ``i``'s scope as rows with what the other servers leave (``external_room``)."""
     cap = None
     if len(lim):
         cap = np.full(len(U), np.inf)
         cap[lim] = coupling_room(inst, x, i, U[lim])
+    if inst.external:  # and the external resources, as far as the other servers leave them
+        use, room = external_room(inst, x, i)
+        d = inst.external_demand[np.ix_(U, use)]
+        D, c = np.hstack([D, d]), np.concatenate([c, room])
     return leximin_response(w, D, c, X - x[U, i], cap=cap)
+
+
+def _within_room(inst: Instance, x: np.ndarray, i: int, U: np.ndarray, col: np.ndarray) -> bool:
+    """Server ``i``'s column ``col`` (its users ``U``) uses no more of any external resource than the other
+    servers leave (``external_room``)."""
+    use, room = external_room(inst, x, i)
+    return bool((col @ inst.external_demand[np.ix_(U, use)] <= room * (1 + 1e-12)).all())
 
 
 def _steady_drift(a: np.ndarray, b: np.ndarray, cos: float = 1e-6,
@@ -297,9 +329,10 @@ def hook_caps(inst: Instance, models: dict[int, Any]) -> np.ndarray:
 
 def _feasible_ray(rows: list[ServerRows], x: np.ndarray, step: np.ndarray, inst: Instance | None = None,
                   caps: np.ndarray | None = None, skip: float = 0.0) -> float:
-    """Largest ``t`` with ``x + t·step`` in χ (non-negativity, every server's rows, task limits, budgets)
-    and below ``caps``; ``0`` when nothing bounds it. With ``skip > 0`` the entries that reach zero within
-    ``skip`` steps do not bound it (they are clipped at zero)."""
+    """Largest ``t`` with ``x + t·step`` in χ (non-negativity, every server's rows; task limits, budgets
+    and external resources when ``inst`` is given) and below ``caps``; ``0`` when nothing bounds it. With
+    ``skip > 0`` the entries that reach zero within ``skip`` steps do not bound it (they are clipped at
+    zero)."""
     t = np.inf
     if inst is not None:
         for limit, use in ((inst.tasks, np.ones_like(x)), (inst.budget_limit, inst.budget_cost)):
@@ -308,6 +341,11 @@ def _feasible_ray(rows: list[ServerRows], x: np.ndarray, step: np.ndarray, inst:
             if up.any():
                 left = limit[up] - (use[up] * x[up]).sum(axis=1)
                 t = min(t, float(np.min(np.maximum(left, 0.0) / grow[up])))
+        for e in range(len(inst.external)):  # an external resource: the pool over its scope
+            use = inst.external_demand[:, e][:, None] * inst.external_scope[e][None, :]
+            grow = float((use * step).sum())
+            if grow > 0:
+                t = min(t, max(float(inst.external_capacity[e] - (use * x).sum()), 0.0) / grow)
     if caps is not None:
         up = (step > 0) & np.isfinite(caps)
         if up.any():
@@ -592,10 +630,12 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         X_m \le \phi_m\gamma_{m,i}\,\tau_{i,r}\ \ ((m,i) \in S,\ d_{m,r} > 0), \qquad
         X_n \ge \phi_n\gamma_{n,i}\,\tau_{i,r(n,i)},
 
-    with χ's rows (capacities, ``X_n ≤ T_n``, budgets) and ``x = 0`` off ``S``; a user at its limit or
-    budget needs no bottleneck (``X_n = T_n``, budget spent). Any solution is PS-DSF: every holder of a
-    saturated ``r`` at ``i`` has a weighted VDS ``≤ τ[i,r]``, and every user's VDS at ``i`` is ``≥ τ`` of
-    a saturated resource it demands. HiGHS (via scipy, zero objective) finds one — a vertex where the
+    with χ's rows (capacities, ``X_n ≤ T_n``, budgets, external resources) and ``x = 0`` off ``S``; an
+    external resource is a resource of every server in its scope, saturated (and its row an equality)
+    when its pool is, with a level ``τ[i,e]`` per server; a user at its limit or budget needs no
+    bottleneck (``X_n = T_n``, budget spent). Any solution is PS-DSF: every holder of a saturated ``r`` at
+    ``i`` has a weighted VDS ``≤ τ[i,r]``, and every user's VDS at ``i`` is ``≥ τ`` of a saturated
+    resource it demands. HiGHS (via scipy, zero objective) finds one — a vertex where the
     solution is not unique. The caller re-checks Thm 1 (:func:`~fairalloc.verify.psdsf.psdsf_certificate`).
     ``relax=True`` gives each Thm 1 row a slack and minimises their sum (χ's rows stay hard): a feasible
     point that breaks Thm 1 least for this structure, from which the sweeps continue; the support pairs
@@ -658,18 +698,28 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     holder_row: list[tuple[np.ndarray, np.ndarray, int]] = []  # (ub row indices, holders m, server i)
     lazy: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # bottleneck rows left out: users, τ, φγ
     wg = inst.weight[:, None] * inst.gamma
+    # external resources: saturated when their pool over the scope is; one capacity row each (below)
+    pool_use = np.einsum("ne,nk,ek->e", inst.external_demand, x, inst.external_scope.astype(float))
+    pool_sat = pool_use >= inst.external_capacity * (1 - sat_tol)
     for r in rows:
         i, D, c = r.server, r.demand, r.capacity
+        own = len(c)
         hu = np.flatnonzero(pid[:, i] >= 0)
         sat = (x[:, i] @ D) >= c * (1 - sat_tol)
-        level = np.full(len(c), np.inf)  # τ estimate: the largest holder VDS (0 when none)
-        col = np.full(len(c), -1)
-        for k in range(len(c)):
+        if inst.external:  # the external resources in i's scope: rows of server i in Thm 1
+            use = np.flatnonzero(inst.external_scope[:, i])
+            ext = np.zeros((N, len(use)))
+            ext[r.users] = inst.external_demand[np.ix_(r.users, use)]
+            D, sat = np.hstack([D, ext]), np.concatenate([sat, pool_sat[use]])
+        level = np.full(D.shape[1], np.inf)  # τ estimate: the largest holder VDS (0 when none)
+        col = np.full(D.shape[1], -1)
+        for k in range(D.shape[1]):
             users = hu[D[hu, k] > 0]
-            rows_of = eq if sat[k] else ub
-            row = rows_of.block(np.ones(1, int))
-            rows_of.add(np.repeat(row, len(users)), pid[users, i], D[users, k])
-            rows_of.set(row, c[k])
+            if k < own:  # the server's own capacity row (an external one's is global, below)
+                rows_of = eq if sat[k] else ub
+                row = rows_of.block(np.ones(1, int))
+                rows_of.add(np.repeat(row, len(users)), pid[users, i], D[users, k])
+                rows_of.set(row, c[k])
             if sat[k]:
                 col[k] = P + N + ntau
                 ntau += 1
@@ -691,6 +741,13 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         ub.add(at, P + U[~far], -np.ones(len(at)))
         ub.add(at, col[k_n[~far]], wg[U[~far], i])
         lazy.append((U[far], col[k_n[far]], wg[U[far], i]))
+    for e in range(len(inst.external)):  # Σ_{pairs in scope} x d_e ≤ c_e (= where saturated)
+        on = np.flatnonzero(inst.external_scope[e, pairs[:, 1]] & (inst.external_demand[pairs[:, 0], e] > 0))
+        rows_of = eq if pool_sat[e] else ub
+        row = rows_of.block(np.ones(1, int))
+        rows_of.add(np.repeat(row, len(on)), on, inst.external_demand[pairs[on, 0], e])
+        rows_of.set(row, inst.external_capacity[e])
+    key.append(np.packbits(pool_sat).tobytes())
     structure = b"|".join(key)
     if memo is not None:
         if relax and out is None:  # a relaxed answer is kept with its out, for a later caller that asks
@@ -887,6 +944,8 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                 new = col if om == 1.0 else np.maximum(old + om * (col - old), 0.0)
                 if len(lim):  # over-relaxation must not pass a task limit or budget
                     new[lim] = np.minimum(new[lim], np.maximum(col[lim], old[lim]))
+                if om != 1.0 and inst.external and not _within_room(inst, x, i, U, new):
+                    new = col  # nor what the other servers leave of an external resource
                 X[U] += new - old
                 x[U, i] = new
             history.append(resid)
@@ -1000,11 +1059,12 @@ def time_shared_mnw(inst: Instance, session: Session) -> tuple[np.ndarray, Statu
 # ---------------------------------------------------------------------- mechanism
 LIMITS_HINT = "only algorithm=fast and best-response support task limits; omit 'tasks' for the others"
 BUDGET_HINT = "only algorithm=fast and best-response support budgets; omit 'budget' for the others"
+EXTERNAL_HINT = "only algorithm=fast and best-response support external resources; or use tsf-er, cru or mnw"
 
 
 def build(inst: Instance, **_: Any) -> pyo.ConcreteModel:
     """The best-response model of the first server that has eligible users (offsets 0)."""
-    require_per_server(inst, "ps-dsf", allow_limits=True)
+    require_per_server(inst, "ps-dsf", allow_limits=True, allow_external=True)
     i = next(i for i in range(inst.n_servers) if inst.runnable[:, i].any())
     return ServerLeximin(inst, i).model
 
@@ -1019,7 +1079,7 @@ PARAMS = [
           lambda v: None if v > 0 else "must be > 0"),
     Param("seed", as_int, 0, "random server order of the distributed algorithm"),
     Param("pool", as_bool, True, "solve each group of identical servers as one server and split it evenly "
-          "(exact, models/_pools.py); false: the full game"),
+          "(exact, models/_pools.py; not with external resources); false: the full game"),
 ]
 
 
@@ -1047,8 +1107,11 @@ def _vds_by_pair(inst: Instance, x: np.ndarray) -> dict[str, dict[str, float]]:
 def solve(inst: Instance, session: Session, algorithm: str = "fast", tol: float = 1e-8,
           max_iter: int = 5000, seed: int = 0, pool: bool = True) -> Solution:
     require_per_server(inst, "ps-dsf", allow_limits=algorithm in ("fast", "best-response"),
-                       limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT)
-    if pool:  # identical servers: one server each group, split evenly, certified on every server
+                       limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT,
+                       allow_external=algorithm in ("fast", "best-response"), external_hint=EXTERNAL_HINT)
+    # identical servers: one server each group, split evenly, certified on every server (not with external
+    # resources: what a pooled server may use of them is not written)
+    if pool and not inst.external:
         pooled = solve_on_pools(inst, session, solve, _recheck, algorithm=algorithm, tol=tol,
                                 max_iter=max_iter, seed=seed, pool=False)
         if pooled is not None:

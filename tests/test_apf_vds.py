@@ -210,7 +210,7 @@ def test_rejects_bad_parameters_and_instances(examples):
     with pytest.raises(ParameterError, match="A = B = 0"):
         solve(inst, "apf-vds", A=0)
     with pytest.raises(InstanceError, match="external"):
-        solve(examples / "tsfer-fig2.yaml", "apf-vds")
+        solve(examples / "tsfer-fig2.yaml", "apf-vds", algorithm="ps-mfa")
 
 
 def test_cli(cli, tmp_path):

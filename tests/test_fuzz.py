@@ -185,7 +185,8 @@ def failures(inst: Instance) -> tuple[int, list[str]]:
 def check_psdsf_bottlenecks(inst: Instance, x: np.ndarray, tol: float = 1e-6) -> None:
     """[PSDSF] Thm 1 from its definition: every user has, at every server it can run on, a resource it
     demands that is saturated and held by no user of larger weighted VDS X_n/(φ_n γ[n,i]) (a user at
-    its task limit is blocked everywhere)."""
+    its task limit is blocked everywhere; an external resource is a resource of every server in its
+    scope, saturated when its pool is)."""
     ok = runnable(inst)
     X = x.sum(axis=1)
     if inst.rates is not None:
@@ -201,6 +202,12 @@ def check_psdsf_bottlenecks(inst: Instance, x: np.ndarray, tol: float = 1e-6) ->
         dem = np.broadcast_to(inst.demand[:, None, :], (inst.n_users, inst.n_servers, len(inst.resources)))
         cap = inst.capacity
     used = np.einsum("nk,nkr->kr", x, dem)
+    if len(inst.external):  # a resource of every server in its scope, saturated when its pool is
+        ext = inst.external_demand[:, None, :] * inst.external_scope.T[None]  # (N, K, E)
+        pool = np.einsum("nk,nke->e", x, ext)
+        dem = np.concatenate([dem, ext], axis=2)
+        used = np.hstack([used, np.broadcast_to(pool, (inst.n_servers, len(pool)))])
+        cap = np.hstack([cap, np.broadcast_to(inst.external_capacity, (inst.n_servers, len(pool)))])
     with np.errstate(divide="ignore", invalid="ignore"):
         vds = np.where(ok, X[:, None] / (inst.weight[:, None] * gamma), np.nan)
     hold = x > tol * max(1.0, float(x.max(initial=0.0)))

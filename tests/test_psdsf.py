@@ -86,8 +86,8 @@ def test_distributed_trajectory_is_seeded_and_recorded(examples):
 
 
 def test_rejects_what_the_per_server_game_does_not_define(examples):
-    with pytest.raises(InstanceError, match="external"):
-        solve(examples / "tsfer-fig2.yaml", "ps-dsf")
+    with pytest.raises(InstanceError, match=r"external .* only algorithm=fast and best-response"):
+        solve(examples / "tsfer-fig2.yaml", "ps-dsf", algorithm="paper")
     inst = load_instance(examples / "psdsf-fig1.yaml").replace(tasks=np.array([3.0, np.inf]))
     for algorithm in ("paper", "distributed"):  # only the best responses take task limits
         with pytest.raises(InstanceError, match=r"task limits .* only algorithm=fast and best-response"):
@@ -262,10 +262,12 @@ def test_default_is_fast_and_certified_on_every_family(family):
         assert psdsf_certificate(inst, r.x, tol=tol)["holds"], seed
 
 
-def test_ps_dsf_refuses_external_resources():
+def test_ps_dsf_paper_and_distributed_refuse_external_resources():
+    """(fast and best-response take them: tests/test_apf_external.py)"""
     inst = random_instance(0, 8, 3, 3, **GEN_FAMILIES["external"])
-    with pytest.raises(InstanceError, match="external resources"):
-        solve(inst, "ps-dsf")
+    for algorithm in ("paper", "distributed"):
+        with pytest.raises(InstanceError, match="external resources"):
+            solve(inst, "ps-dsf", algorithm=algorithm)
 
 
 def test_fast_with_limits_agrees_with_best_response_where_both_certify():

@@ -121,10 +121,14 @@ def test_psdsf_certificate_on_results_and_perturbed(examples):
     assert ("u3", "s2") in named and ("u4", "s2") in named
 
 
-def test_psdsf_certificate_not_applicable_with_external(examples):
+def test_psdsf_certificate_with_external(examples):
+    """[TSFER] Fig. 2 (a link shared by both servers): PS-DSF's point carries the certificate (cpu is
+    every user's bottleneck), TSF-ER's does not (u1 at s2: mem is held by u2, of larger VDS there)."""
     inst = load_instance(examples / "tsfer-fig2.yaml")
-    item = verify(inst, solve(inst, "tsf-er"), sp=False)["psdsf_certificate"]
-    assert item["holds"] is None and "external" in item["reason"]
+    good = verify(inst, solve(inst, "ps-dsf"), sp=False)["psdsf_certificate"]
+    assert good["holds"] and good["bottleneck"]["u1"] == {"s1": "cpu", "s2": "cpu"}
+    bad = verify(inst, solve(inst, "tsf-er"), sp=False)["psdsf_certificate"]
+    assert bad["holds"] is False and [(f["user"], f["server"]) for f in bad["failures"]] == [("u1", "s2")]
 
 
 # ---------------------------------------------------------------------- bottleneck fairness

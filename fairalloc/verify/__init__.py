@@ -252,9 +252,8 @@ def nash_item(inst: Instance, x: np.ndarray, result: Result, tol: float = 1e-6) 
 
 
 def _psdsf_item(inst: Instance, x: np.ndarray) -> dict[str, Any]:
-    if inst.external:  # task limits are fine: a user at its limit has it as its bottleneck
-        return {"holds": None, "failures": [], "reason": "external resources: PS-DSF ([PSDSF] Def. 2) "
-                                                         "is defined per server, without them"}
+    # task limits: a user at its limit has it as its bottleneck; an external resource is a row of every
+    # server in its scope (the generalised game, fairalloc.verify.psdsf)
     return psdsf_certificate(inst, x)
 
 

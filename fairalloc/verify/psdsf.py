@@ -16,7 +16,10 @@ Beyond the paper (its users have unlimited tasks and no budgets): a user with a 
 received it (``X_n = T_n``) cannot rise anywhere: its bottleneck is its limit (``"tasks"``); a user that has
 spent its budget (``Σ_j c[n,j] x[n,j] = B_n``) cannot rise where a task costs something (``c[n,i] > 0``:
 ``"budget"``); and a pair at an upper bound that an edited model put on ``x[n,i]`` (``bounds``, from a
-``customize`` hook) cannot rise there (``"bound"``).
+``customize`` hook) cannot rise there (``"bound"``). An external resource ``e`` is a resource of every
+server ``i`` in its scope, saturated when the whole pool is (``Σ_{m, j∈S_e} x[m,j] d[m,e] = c_e``) and
+held at ``i`` by the users with ``x[m,i] d[m,e] > 0``: Thm 1 at server ``i`` of the generalised game where
+``i`` has what the other servers leave of ``e``.
 """
 
 from __future__ import annotations
@@ -52,6 +55,14 @@ def psdsf_certificate(inst: Instance, x: np.ndarray, tol: float = 1e-6,
         demand = np.broadcast_to(inst.demand[:, None, :], (inst.n_users, inst.n_servers,
                                                           len(inst.resources)))
         usage, cap, names = x.T @ inst.demand, inst.capacity, inst.resources
+        if inst.external:  # a row of every server in its scope, saturated when the whole pool is
+            scope = inst.external_scope.T  # (K, E)
+            ext = inst.external_demand[:, None, :] * scope[None]  # (N, K, E)
+            total = np.einsum("nke,nk->e", ext, x)
+            demand = np.concatenate([demand, ext], axis=2)
+            usage = np.hstack([usage, np.broadcast_to(total, scope.shape)])
+            cap = np.hstack([cap, np.broadcast_to(inst.external_capacity, scope.shape)])
+            names = names + inst.external
     saturated = usage >= cap * (1 - tol)  # (K, R)
     failures: list[dict[str, str]] = []
     bottleneck: dict[str, dict[str, str]] = {}

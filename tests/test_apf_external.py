@@ -1,0 +1,215 @@
+"""PS-DSF and αPF-VDS with external resources: the generalised game where a server may use what the
+other servers leave of a resource they share. αPF-VDS's variational equilibrium (one price per external
+resource) is checked against MNW at α = 1, by the servers' KKT conditions recomputed here, and under
+changes of units and order; PS-DSF's fixed points by [PSDSF] Thm 1 written out here and a worked
+example; the algorithms without such rows still reject these instances."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fairalloc
+from fairalloc.errors import InstanceError
+from fairalloc.generate import FAMILIES, random_instance
+
+ROOT = Path(__file__).resolve().parents[1]
+FAMS = ("external", "scoped", "mixed")
+
+
+def _usage_ok(inst, x, rtol=1e-9):
+    """χ with every external resource, computed here: per-server rows, pools over their scope, limits."""
+    assert (x >= -rtol).all()
+    assert (x[~inst.runnable] == 0).all()
+    use = np.einsum("nr,nk->kr", inst.demand, x)
+    assert (use <= inst.capacity * (1 + rtol) + rtol).all()
+    for e in range(len(inst.external)):
+        pool = float((inst.external_demand[:, e][:, None] * inst.external_scope[e][None, :] * x).sum())
+        assert pool <= inst.external_capacity[e] * (1 + rtol)
+    assert (x.sum(axis=1) <= inst.tasks * (1 + rtol)).all()
+
+
+@pytest.mark.parametrize("fam", FAMS)
+@pytest.mark.parametrize("seed", range(3))
+def test_alpha_one_is_mnw(fam, seed):
+    """At α = 1 every server's marginal utility of ``x[n,i]`` is ``φ_n/X_n``, the gradient of MNW's
+    ``Σ φ_n log X_n``: with one shared price per coupling row the equilibrium is MNW's point."""
+    inst = random_instance(seed, 30, 6, 3, **FAMILIES[fam])
+    a = fairalloc.solve(inst, "apf-vds", alpha=1)
+    m = fairalloc.solve(inst, "mnw")
+    assert a.status.value == "optimal" and m.status.ok
+    assert a.details["algorithm"] == "newton" and a.details["ncp_residual_scaled"] <= 1e-8
+    X, Y = a.allocation.sum(axis=1), m.allocation.sum(axis=1)
+    assert np.abs(X - Y).max() <= 1e-8 * Y.max()
+
+
+@pytest.mark.parametrize("fam", FAMS)
+@pytest.mark.parametrize("alpha", [0.5, 2.0, 3.0])
+def test_servers_kkt_with_shared_prices(fam, alpha):
+    """The returned multipliers (per server row, and one per external resource) satisfy every finite
+    server's KKT conditions, recomputed here from the instance: ``x ⊥ f ≥ 0`` with
+    ``f = Σ_r λ_{i,r} d_{n,r} + Σ_e μ_e d_{n,e} − g'(s̃)/γ`` (relative to ``g'/γ``), ``λ, μ ⊥ slack``."""
+    inst = random_instance(7, 40, 8, 3, **FAMILIES[fam])
+    r = fairalloc.solve(inst, "apf-vds", alpha=alpha)
+    assert r.status.value == "optimal", r.message
+    x = r.allocation
+    _usage_ok(inst, x)
+    mu = r.details.get("external_multipliers", {})
+    lam = r.details["multipliers"]
+    X = x.sum(axis=1)
+    s = X[:, None] / (inst.weight[:, None] * np.where(inst.runnable, inst.gamma, 1.0))
+    marg = s ** (-alpha) / np.where(inst.runnable, inst.gamma, 1.0)
+    limits = r.details.get("limit_multipliers", {})
+    worst = 0.0
+    for n, i in np.argwhere(inst.runnable):
+        srv = inst.servers[i]
+        f = sum(lam.get(f"{srv},{res}", 0.0) * inst.demand[n, k] for k, res in enumerate(inst.resources))
+        f += sum(mu.get(e, 0.0) * inst.external_demand[n, k] for k, e in enumerate(inst.external)
+                 if inst.external_scope[k, i])
+        f += limits.get(inst.users[n], 0.0)
+        rel = (f - marg[n, i]) / marg[n, i]
+        worst = max(worst, abs(min(x[n, i] / X[n], rel)))
+    assert worst <= 1e-6
+    for k, e in enumerate(inst.external):
+        pool = float((inst.external_demand[:, k][:, None] * inst.external_scope[k][None, :] * x).sum())
+        if mu.get(e, 0.0) > 1e-9 * max(mu.values()):
+            assert pool >= inst.external_capacity[k] * (1 - 1e-7)  # priced only where full
+    assert r.details["best_response_gain"] <= 1e-8 * max(1.0, abs(max(r.details["per_server_gain"].values())))
+
+
+def test_units_and_order_do_not_change_the_answer():
+    inst = random_instance(3, 30, 6, 3, **FAMILIES["scoped"])
+    base = fairalloc.solve(inst, "apf-vds", alpha=2).allocation
+    scaled = inst.replace(external_capacity=inst.external_capacity * 1e5,
+                          external_demand=inst.external_demand * 1e5)
+    np.testing.assert_allclose(fairalloc.solve(scaled, "apf-vds", alpha=2).allocation, base,
+                               atol=1e-7 * base.max())
+    perm = np.arange(inst.n_users)[::-1]
+    rev = inst.replace(users=tuple(inst.users[n] for n in perm), demand=inst.demand[perm],
+                       external_demand=inst.external_demand[perm], weight=inst.weight[perm],
+                       eligible=inst.eligible[perm], tasks=inst.tasks[perm])
+    got = fairalloc.solve(rev, "apf-vds", alpha=2).allocation
+    np.testing.assert_allclose(got[perm], base, atol=1e-7 * base.max())
+
+
+def test_inf_servers_with_external_go_to_best_responses():
+    """α = inf at some servers: the sweeps' leximin responses within what the other servers leave, and
+    [PSDSF] Thm 1 there with the external resources as rows of the servers in their scope."""
+    inst = random_instance(0, 20, 4, 4, **FAMILIES["external"])
+    r = fairalloc.solve(inst, "apf-vds", alpha="inf,2,2,2")
+    assert r.status.ok and r.details["algorithm"] == "best-response"
+    assert r.details["certificate"]["holds"] and r.details["best_response_gain"] <= 1e-8
+    _usage_ok(inst, r.allocation)
+
+
+def test_certificate_reads_external_rows():
+    """Thm 1 with an external resource: two users on two servers share one link. At the equal split the
+    link is each user's bottleneck; taking from one breaks it."""
+    from fairalloc.instance import Instance
+    from fairalloc.verify.psdsf import psdsf_certificate
+
+    inst = Instance.from_arrays(capacity=[[10.0], [10.0]], demand=[[1.0], [1.0]],
+                                external_capacity=[4.0], external_demand=[[1.0], [1.0]])
+    good = np.array([[1.0, 1.0], [1.0, 1.0]])
+    cert = psdsf_certificate(inst, good)
+    assert cert["holds"] and set(cert["bottleneck"]["u1"].values()) == {"e1"}
+    bad = np.array([[1.5, 1.5], [0.5, 0.5]])
+    assert not psdsf_certificate(inst, bad)["holds"]
+
+
+def test_still_rejected_where_undefined(tmp_path):
+    inst = random_instance(0, 6, 2, 2, **FAMILIES["external"])
+    for kw in ({"algorithm": "ps-mfa"}, {"algorithm": "distributed"}):
+        with pytest.raises(InstanceError, match="external"):
+            fairalloc.solve(inst, "apf-vds", **kw)
+    for algorithm in ("paper", "distributed"):
+        with pytest.raises(InstanceError, match="external"):
+            fairalloc.solve(inst, "ps-dsf", algorithm=algorithm)
+    fig2 = str(ROOT / "examples" / "tsfer-fig2.yaml")
+    p = subprocess.run([sys.executable, "-m", "fairalloc", "solve", fig2, "-m", "ps-dsf", "-p",
+                        "algorithm=paper"], capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 2 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1
+    assert "external resources (bw)" in p.stderr
+
+
+# ---------------------------------------------------------------------- PS-DSF
+def _thm1_holds(inst, x, tol=1e-7):
+    """[PSDSF] Thm 1 in the generalised game, written out pair by pair (independent of
+    fairalloc.verify.psdsf): every runnable pair has a demanded resource — a row of its server, or an
+    external resource whose scope holds the server — that is saturated (an external one over its whole
+    scope) and held at that server by no user of larger weighted VDS; or the user is at its task limit."""
+    X = x.sum(axis=1)
+    vds = X[:, None] / (inst.weight[:, None] * np.where(inst.runnable, inst.gamma, np.nan))
+    holds = x > 1e-6 * X[:, None]  # a holder: more than 1e-6 of its total there (the certificate's rule)
+    for n, i in zip(*np.nonzero(inst.runnable)):
+        if X[n] >= inst.tasks[n] * (1 - tol):
+            continue
+        ok = False
+        for r in range(len(inst.resources)):
+            if inst.demand[n, r] > 0 and x[:, i] @ inst.demand[:, r] >= inst.capacity[i, r] * (1 - tol):
+                held = [m for m in range(inst.n_users) if holds[m, i] and inst.demand[m, r] > 0]
+                ok |= all(vds[n, i] >= vds[m, i] * (1 - tol) for m in held)
+        for e in range(len(inst.external)):
+            if inst.external_demand[n, e] > 0 and inst.external_scope[e, i]:
+                pool = sum(x[m, j] * inst.external_demand[m, e] for m in range(inst.n_users)
+                           for j in range(inst.n_servers) if inst.external_scope[e, j])
+                if pool >= inst.external_capacity[e] * (1 - tol):
+                    held = [m for m in range(inst.n_users) if holds[m, i] and inst.external_demand[m, e] > 0]
+                    ok |= all(vds[n, i] >= vds[m, i] * (1 - tol) for m in held)
+        if not ok:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("fam", FAMS)
+@pytest.mark.parametrize("algorithm", ["fast", "best-response"])
+def test_psdsf_with_external(fam, algorithm):
+    for seed in range(3):
+        inst = random_instance(seed, 12, 3, 3, **FAMILIES[fam])
+        r = fairalloc.solve(inst, "ps-dsf", algorithm=algorithm)
+        assert r.status.value == "converged", r.message
+        assert r.details["certificate"]["holds"]
+        _usage_ok(inst, r.allocation)
+        assert _thm1_holds(inst, r.allocation)
+
+
+def test_psdsf_link_is_the_bottleneck():
+    """Two servers of 10 cpu, a link of 4 that only u1 uses (one per task): u1 runs 4 tasks, its link
+    the bottleneck at both servers; u2 takes the remaining 16 cpu. Scoped to s1 only, u1 also runs on
+    s2, where the two share the cpu by weighted VDS."""
+    from fairalloc.instance import Instance
+
+    inst = Instance.from_arrays(capacity=[[10.0], [10.0]], demand=[[1.0], [1.0]],
+                                external_capacity=[4.0], external_demand=[[1.0], [0.0]])
+    r = fairalloc.solve(inst, "ps-dsf")
+    np.testing.assert_allclose(r.allocation.sum(axis=1), [4.0, 16.0], rtol=1e-9)
+    assert set(r.details["certificate"]["bottleneck"]["u1"].values()) == {"e1"}
+    a = fairalloc.solve(inst, "apf-vds", alpha="inf")  # every α = inf: PS-DSF itself
+    np.testing.assert_allclose(a.allocation.sum(axis=1), [4.0, 16.0], rtol=1e-9)
+    scoped = inst.replace(external_scope=np.array([[True, False]]))
+    s = fairalloc.solve(scoped, "ps-dsf")
+    assert s.status.value == "converged" and _thm1_holds(scoped, s.allocation)
+    assert s.allocation[0, 0] <= 4.0 * (1 + 1e-9) and s.allocation.sum() == pytest.approx(20.0)
+
+
+def test_ipopt_best_response_within_the_room():
+    """Server i's best response with an external resource's room as its row's right-hand side: the
+    Pyomo/Ipopt model (a mutable room in the row) agrees with numpy's dual Newton (the room as a row)."""
+    from fairalloc.models._perserver import external_room
+    from fairalloc.models.apf_vds import NumpyBestResponse, ServerBestResponse
+    from fairalloc.solvers import Session
+
+    inst = random_instance(1, 12, 3, 3, **FAMILIES["scoped"])
+    x = fairalloc.solve(inst, "apf-vds", alpha=2).allocation
+    x[:, 0] *= 0.5  # off the equilibrium: the servers' responses move
+    for i in range(inst.n_servers):
+        col, out = ServerBestResponse(inst, i, 2.0, 1.0, 0.0).respond(x, Session())
+        ref, _ = NumpyBestResponse(inst, i, 2.0, 1.0, 0.0).respond(x, Session())
+        assert out.status.value == "optimal"
+        np.testing.assert_allclose(col, ref, atol=1e-6 * ref.max())
+        use, room = external_room(inst, x, i)
+        assert (col @ inst.external_demand[:, use] <= room * (1 + 1e-7)).all()
