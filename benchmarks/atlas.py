@@ -60,6 +60,13 @@ _TIME_SHARED_SP = (
     "that server's time, or a higher rate on a server where it ties another user makes it look poorer "
     "there. PS-DSF, αPF-VDS, TSF and TSF-ER all yield to such a lie (the PS-DSF one on [PSDSF] Table III is "
     "worked out in [Verification](../verification.md#strategy-proofness)).")
+_PER_SERVER_EXTERNAL_SI = (
+    "Outside the setting only, with external resources (fairalloc's extension of the per-server game: each "
+    "server has what the others leave of a pool). The [APF]/[PSDSF] threshold splits every server but not "
+    "the external pools, so it can exceed what any feasible allocation gives: the smallest counterexample "
+    "is one user alone on one server whose link allows 2.5 tasks where the server's share promises 2.86 "
+    "(every mechanism fails it, see tsf × SI; [TSFER] Def. 6, which also splits the pools, is the "
+    "definition for that setting).")
 _SCOPED_SP = (
     "Outside the setting only, and only with an external pool scoped to some servers: the global dominant "
     "share then measures a resource a user may never consume. In the counterexample u3 runs only on s2, "
@@ -135,7 +142,15 @@ EXPLANATIONS: dict[tuple[str, str], str] = {
         "distributed algorithm give the same allocation), yet the dominating allocation raises everyone by "
         "trading one server's resources for another's. Each server's max-min sees only its own resources; "
         "a trade across servers is invisible to it."),
-    ("ps-dsf", "strategy_proof"): _TIME_SHARED_SP,
+    ("ps-dsf", "strategy_proof"): _TIME_SHARED_SP + (
+        " With external resources too (fairalloc's extension, outside the setting): the generalised game's "
+        "fixed points are not unique in the totals, and a misreport can steer the sweeps to another one. On "
+        "the counterexample's true instance `fast` returns X_u2 = 1.214 and `best-response` 1.437, both "
+        "with the Thm 1 certificate; under the lie both return 1.432 — more than the first, less than the "
+        "second. With the link's capacity ×100 (not binding) the same lie lowers u2's tasks (2.07 → 1.81)."),
+    ("ps-dsf", "sharing_incentive"): _PER_SERVER_EXTERNAL_SI,
+    ("apf-vds α=1", "sharing_incentive"): _PER_SERVER_EXTERNAL_SI,
+    ("apf-vds α=3", "sharing_incentive"): _PER_SERVER_EXTERNAL_SI,
     ("apf-vds α=1", "strategy_proof"): _APF_SP,
     ("apf-vds α=3", "strategy_proof"): _APF_SP,
     ("apf-vds α=0.5", "strategy_proof"): _APF_SP,
@@ -303,8 +318,9 @@ def page(run: Any) -> str:
     L += ["![violation rates](atlas.png)", ""]
     fams = ", ".join(f"`{f}`" for f in FAMILIES)
     L += [f"Families: {fams} (see [the atlas method](../atlas.md#families)). A mechanism that rejects an "
-          "instance (PS-DSF with external resources, αPF-VDS with external resources or task limits, "
-          "the demand-based mechanisms on the time-shared form) is not checked on that family.", ""]
+          "instance (the demand-based mechanisms on the time-shared form) is not checked on that family; "
+          "PS-DSF and αPF-VDS take external resources and task limits as fairalloc's extension, outside "
+          "their papers' setting.", ""]
 
     L += ["## Every difference, explained", ""]
     diffs = differences(summary)
