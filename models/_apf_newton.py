@@ -56,7 +56,8 @@ utility scale of server ``i`` (``ApfGame.scale``), so ``μ_n`` is shared in the 
 (``Dᵀ`` in the code, built separately) then differ by ``c_i``; the elimination is unchanged — the
 system gains one unknown per coupling row. :func:`coupling_rows` gives their order (``NewtonResult.mu``).
 An external resource is one more such row, ``c_e − Σ_{n, i∈S_e} x_{n,i} d_{n,e} ≥ 0`` over every pair of its
-scope, with one shared ``μ_e``.
+scope, with one shared ``μ_e`` for the pairs of finite-α servers; at a leximin server (below) it is a row
+of that server's max instead, ``M_{i,e}`` with the same slack (``("external-leximin", e)``).
 
 **Servers with α_i = ∞** (PS-DSF's leximin response, [APF] Thm 2). As ``α → ∞`` the pair's condition
 ``Σ_r λ_r d_{n,r} ≥ g'(s̃)/γ`` with ``g' = z^{−α}`` reads ``(Σ_r λ_r d_{n,r} γ)^{1/α} s̃_{n,i} ≥ 1``, and
@@ -191,20 +192,41 @@ class _Arrays:
                 caps.append(float(limit[n]))
                 self.coupling.append((kind, int(n)))
                 k += 1
+        lex = np.zeros(inst.n_servers, bool) if game.leximin is None else np.asarray(game.leximin, bool)
+        lex_rows = []  # (row, its server): an external resource's row at a leximin server (below)
         for e in range(len(inst.external)):  # an external resource: every pair of its scope that uses it
             use = inst.external_scope[e, pi] & (inst.external_demand[pn, e] > 0)
             if not use.any():
                 continue
             ps = np.flatnonzero(use)
             coef = inst.external_demand[pn[ps], e]
-            ri.extend(ps.tolist())
-            rc.extend([k] * len(ps))
-            rv.extend((coef * scale[pi[ps]]).tolist())
-            sv.extend(coef.tolist())
-            caps.append(float(inst.external_capacity[e]))
-            self.coupling.append(("external", e))
-            k += 1
+            # one shared price for the finite servers' pairs; a leximin server's pairs take their own
+            # row's multiplier into their max instead (explicit zeros here keep the slack's pattern)
+            if (~lex[pi[ps]]).any():
+                ri.extend(ps.tolist())
+                rc.extend([k] * len(ps))
+                rv.extend(np.where(lex[pi[ps]], 0.0, coef * scale[pi[ps]]).tolist())
+                sv.extend(coef.tolist())
+                caps.append(float(inst.external_capacity[e]))
+                self.coupling.append(("external", e))
+                k += 1
+            for i in np.unique(pi[ps][lex[pi[ps]]]):
+                ri.extend(ps.tolist())
+                rc.extend([k] * len(ps))
+                rv.extend(np.where(pi[ps] == i, coef, 0.0).tolist())  # in server i's max only
+                sv.extend(coef.tolist())
+                caps.append(float(inst.external_capacity[e]))
+                self.coupling.append(("external-leximin", e))
+                lex_rows.append((k, int(i)))
+                k += 1
         self.nr = k
+        # the rows a leximin pair's max ranges over: its server's own, and that server's rows of external
+        # resources (their slack is the whole pool's: with several leximin servers in a scope the pool's
+        # split between them is not unique, and the regularised step picks one, as for splits)
+        self.row_server = np.full(k, -1)
+        self.row_server[:self.ns] = rserver
+        for row, i in lex_rows:
+            self.row_server[row] = i
         self.cap = np.asarray(caps, float)
         self.cap_scale = np.where(self.cap > 0, self.cap, 1.0)  # a row's slack scale (1 at zero capacity)
         self.D = sp.csr_matrix((rv, (ri, rc)), shape=(self.np_, self.nr))
@@ -228,8 +250,8 @@ class _Arrays:
         D = self.D.tocsr()
         D.sort_indices()
         pair = np.repeat(np.arange(self.np_), np.diff(D.indptr))
-        # the server-row entries of leximin pairs, grouped by pair
-        self._lex_entry = servers[self.pi[pair]] & (D.indices < self.ns)
+        # the entries of leximin pairs in their own server's rows (and its external rows), grouped by pair
+        self._lex_entry = servers[self.pi[pair]] & (self.row_server[D.indices] == self.pi[pair])
         self._lex_k = D.indices[self._lex_entry]
         self._lex_g = 1.0 / self.gam[pair[self._lex_entry]]
         lp = pair[self._lex_entry]
@@ -364,6 +386,9 @@ class _Arrays:
         if self._coo is None:
             self._coo = self.D.tocoo()
         C = self._coo
+        if (C.data == 0).any():  # (explicit zeros: a pair in the slack of a row it does not pay for)
+            keep = C.data != 0
+            return m[C.row[keep]] / C.data[keep], C.row[keep], C.col[keep]
         return m[C.row] / C.data, C.row, C.col
 
     def support_scale(self, xp: np.ndarray, m: np.ndarray, bound: np.ndarray) -> np.ndarray:
@@ -627,10 +652,16 @@ def _predict(before: _Point, last: _Point, tn: float,
     x = x1 * np.clip(grow**s, 0.5, 2.0)[:, None]
     lam = []
     for a, b in zip(rescale(t0, t1, l0), l1):
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            q = np.where((a > 0) & (b > 0), b / a, 1.0)
-            lam.append(b * np.clip(q**s, 1e-3, 1e3))
+        lam.append(_secant(a, b, s))
     return x, rescale(t1, tn, lam)
+
+
+def _secant(a: np.ndarray, b: np.ndarray, s: float) -> np.ndarray:
+    """Multipliers ``b`` moved on geometrically by ``s`` steps of ``a → b`` (where both are positive), by at
+    most a factor 10³."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q = np.where((a > 0) & (b > 0), b / a, 1.0)
+        return b * np.clip(q**s, 1e-3, 1e3)
 
 
 def _rescued(game: ApfGame, trial: NewtonResult,

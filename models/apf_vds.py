@@ -74,9 +74,10 @@ server's KKT conditions hold with ``μ_n`` on its coupling row), the canonical o
 (:func:`~fairalloc.models._perserver.rows_at`), and ``newton`` prices it the same on every server, one
 ``μ_e ≥ 0`` with ``0 ≤ μ_e ⊥ c_e − Σ_{n, i∈S_e} x_{n,i} d_{n,e} ≥ 0`` and ``+ μ_e d_{n,e}`` in ``f_{n,i}`` for
 ``i ∈ S_e`` (``details["external_multipliers"]``). At α = 1 every server's marginal utility is
-``φ_n/X_n``, the gradient of ``Σ φ_n log X_n``, so this equilibrium is MNW's point (tested). With some
-``α_i = inf`` as well, ``newton`` hands the instance to ``best-response`` (its leximin pairs would take
-``μ_e`` linearly, which is not [PSDSF] Thm 1 at those servers). ``best-response`` (and ``ncp``, which
+``φ_n/X_n``, the gradient of ``Σ φ_n log X_n``, so this equilibrium is MNW's point (tested). At a server
+with ``α_i = inf`` the external resource is one more row of its leximin max, with its own multiplier
+``M_{i,e}`` and the pool's slack ([PSDSF] Thm 1 at that server; a shared price entering linearly was not:
+the point reached on 3 of 9 small cases failed Thm 1 there). ``best-response`` (and ``ncp``, which
 hands such instances to it) returns the fixed point of its sweeps instead — a generalised equilibrium
 that depends on the server order, a column bound (or, for an external resource, a row's capacity) per
 response. Either way the certificate includes the NCP residual in box form (:func:`pair_bounds`), each
@@ -982,13 +983,7 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
         details["note"] = ("task limits / budgets couple the servers: solved by best responses, each "
                            "server bounded by what the others leave")
     if not np.isfinite(a).all():
-        if algorithm == "newton" and inst.external:
-            # the leximin pairs take coupling rows linearly (a shared price), which is not [PSDSF] Thm 1
-            # at those servers for a resource they share: the sweeps' leximin responses are
-            algorithm = details["algorithm"] = "best-response"
-            details["note"] = ("alpha has inf entries and the instance external resources: solved by best "
-                               "responses (PS-DSF leximin there, within what the other servers leave)")
-        elif algorithm == "newton":
+        if algorithm == "newton":
             pass  # the α = inf servers' pairs are PS-DSF's leximin conditions (_apf_newton, leximin pairs)
         elif algorithm == "ncp":  # PS-DSF servers have no NCP; their best response is an LP
             algorithm = details["algorithm"] = "best-response"
@@ -1437,7 +1432,8 @@ def _coupling_details(game: ApfGame, mu: np.ndarray, details: dict[str, Any]) ->
                                         "external_multipliers": {}}
     key = {"tasks": "limit_multipliers", "budget": "budget_multipliers", "external": "external_multipliers"}
     for (kind, n), v in zip(coupling_rows(game), mu):
-        out[key[kind]][inst.external[n] if kind == "external" else inst.users[n]] = float(v)
+        if kind in key:  # (an external resource's rows at α = inf servers carry levels, not prices)
+            out[key[kind]][inst.external[n] if kind == "external" else inst.users[n]] = float(v)
     details.update({k: v for k, v in out.items() if v})
 
 

@@ -96,14 +96,19 @@ def test_units_and_order_do_not_change_the_answer():
     np.testing.assert_allclose(got[perm], base, atol=1e-7 * base.max())
 
 
-def test_inf_servers_with_external_go_to_best_responses():
-    """α = inf at some servers: the sweeps' leximin responses within what the other servers leave, and
-    [PSDSF] Thm 1 there with the external resources as rows of the servers in their scope."""
-    inst = random_instance(0, 20, 4, 4, **FAMILIES["external"])
-    r = fairalloc.solve(inst, "apf-vds", alpha="inf,2,2,2")
-    assert r.status.ok and r.details["algorithm"] == "best-response"
-    assert r.details["certificate"]["holds"] and r.details["best_response_gain"] <= 1e-8
-    _usage_ok(inst, r.allocation)
+@pytest.mark.parametrize("fam", FAMS)
+@pytest.mark.parametrize("algorithm", ["newton", "best-response"])
+def test_inf_servers_with_external(fam, algorithm):
+    """α = inf at some servers: [PSDSF] Thm 1 there (written out here), with each external resource a row
+    of every server in its scope — by Newton (each such server's own row for it inside its leximin max,
+    the finite servers sharing one price) and by the sweeps' leximin responses within the room."""
+    for seed in range(3):
+        inst = random_instance(seed, 20, 4, 4, **FAMILIES[fam])
+        r = fairalloc.solve(inst, "apf-vds", alpha="inf,2,2,inf", algorithm=algorithm)
+        assert r.status.ok and r.details["algorithm"] == algorithm, r.message
+        assert r.details["certificate"]["holds"] and r.details["best_response_gain"] <= 1e-8
+        _usage_ok(inst, r.allocation)
+        assert _thm1_holds(inst, r.allocation, servers=[0, 3])
 
 
 def test_certificate_reads_external_rows():
@@ -137,7 +142,7 @@ def test_still_rejected_where_undefined(tmp_path):
 
 
 # ---------------------------------------------------------------------- PS-DSF
-def _thm1_holds(inst, x, tol=1e-7):
+def _thm1_holds(inst, x, tol=1e-7, servers=None):
     """[PSDSF] Thm 1 in the generalised game, written out pair by pair (independent of
     fairalloc.verify.psdsf): every runnable pair has a demanded resource — a row of its server, or an
     external resource whose scope holds the server — that is saturated (an external one over its whole
@@ -146,7 +151,7 @@ def _thm1_holds(inst, x, tol=1e-7):
     vds = X[:, None] / (inst.weight[:, None] * np.where(inst.runnable, inst.gamma, np.nan))
     holds = x > 1e-6 * X[:, None]  # a holder: more than 1e-6 of its total there (the certificate's rule)
     for n, i in zip(*np.nonzero(inst.runnable)):
-        if X[n] >= inst.tasks[n] * (1 - tol):
+        if X[n] >= inst.tasks[n] * (1 - tol) or (servers is not None and i not in servers):
             continue
         ok = False
         for r in range(len(inst.resources)):
