@@ -62,6 +62,10 @@ Four ways to compute it (``-p algorithm=...``):
     (seeded by ``seed``), from the current totals ``X_n`` only. The trajectory (largest change,
     certificate failures and totals per period) is recorded for plotting.
 
+Every algorithm runs in normalised units (:func:`~fairalloc.models._perserver.normalized`: each resource in
+its largest capacity, each user's task in its best ``γ``; the same game) unless a ``customize`` hook is
+given; the allocation is mapped back and its noise set to zero before the certificate.
+
 On the time-shared form ([PSDSF] §IV, [APF] Problem 2) each server has one resource, its time, with
 per-task demand ``1/γ[n,i]``; nothing else changes.
 
@@ -113,6 +117,7 @@ from fairalloc.models._perserver import (
     coupling_room,
     expose_all_pairs,
     external_room,
+    normalized,
     require_per_server,
     server_rows,
     weighted_vds,
@@ -121,6 +126,7 @@ from fairalloc.models._pools import solve_on_pools
 from fairalloc.models.feasible import feasible_set
 from fairalloc.models.maxmin import add_maxmin, progressive_filling
 from fairalloc.registry import Param, Solution, as_bool, as_float, as_int, choice, mechanism
+from fairalloc.result import snap_zeros
 from fairalloc.solvers import Session
 from fairalloc.status import Status, worst
 from fairalloc.verify.psdsf import psdsf_certificate
@@ -1121,18 +1127,28 @@ def solve(inst: Instance, session: Session, algorithm: str = "fast", tol: float 
     if algorithm == "fast" and session.customize is not None:  # numpy cannot read a hook's edits
         algorithm = "best-response"
         route = {"routed": "fast -> best-response (a customize hook edits the per-server LPs)"}
+    edited = session.customize is not None
+    # the loops run in normalised units (each resource in its largest capacity, each user's task in its
+    # best γ: the same game, _perserver.normalized), so the answer does not depend on the units; a
+    # customize hook sees the instance's own
+    norm, k, _ = (inst, np.ones(inst.n_users), None) if edited else normalized(inst)
     if algorithm == "fast" and inst.time_shared:
         x, status, info = time_shared_mnw(inst, session)
+        k = np.ones(inst.n_users)
     elif algorithm == "best-response":
-        x, status, info = best_response(inst, session, tol, max_iter)
+        x, status, info = best_response(norm, session, tol, max_iter)
         bounds = info.pop("column_bounds")
     elif algorithm == "paper":
-        x, status, info = algorithm_i(inst, min(tol, 1e-9), max_iter, session)
+        x, status, info = algorithm_i(norm, min(tol, 1e-9), max_iter, session)
     elif algorithm == "fast":
-        x, status, info = fast(inst, session, min(tol, 1e-9), max_iter)
+        x, status, info = fast(norm, session, min(tol, 1e-9), max_iter)
     else:
-        x, status, info = distributed(inst, seed, min(tol, 1e-9), max_iter, session)
-    edited = session.customize is not None
+        x, status, info = distributed(norm, seed, min(tol, 1e-9), max_iter, session)
+    # back in the instance's units, the loops' noise set to zero as the result's will be (a user starved
+    # to 10⁻¹⁵ tasks would otherwise count as holding its noise, and fail the certificate)
+    x = x * k[:, None]
+    x = snap_zeros(x, 1e-9, np.maximum(inst.eta, np.abs(x).max(axis=1, initial=0.0)),
+                   np.where(inst.runnable, inst.gamma, np.inf))
     split = None
     if status is Status.CONVERGED and not edited:  # one split per allocation (time-shared form)
         x, split = canonical_split(inst, x)

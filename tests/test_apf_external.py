@@ -218,3 +218,16 @@ def test_ipopt_best_response_within_the_room():
         np.testing.assert_allclose(col, ref, atol=1e-6 * ref.max())
         use, room = external_room(inst, x, i)
         assert (col @ inst.external_demand[:, use] <= room * (1 + 1e-7)).all()
+
+
+@pytest.mark.parametrize("unit", [1e4, 1e-4])
+def test_psdsf_external_units(unit):
+    """A 200 × 32 `mixed` instance with its link in other units: certified either way (in the instance's
+    own units the 10⁴ case ended `error`; in normalised units without zeroing the noise, the 10⁻⁴ case
+    did: a user starved to round-off counted as holding the link)."""
+    inst = random_instance(9105, 200, 32, 4, **FAMILIES["mixed"])
+    inst = inst.replace(external_capacity=inst.external_capacity * unit,
+                        external_demand=inst.external_demand * unit)
+    r = fairalloc.solve(inst, "ps-dsf", time_limit=120)
+    assert r.status.value == "converged" and r.details["certificate"]["holds"], r.message
+    _usage_ok(inst, r.allocation, rtol=1e-8)
