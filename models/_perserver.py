@@ -30,6 +30,7 @@ from fairalloc.instance import Instance
 
 __all__ = [
     "ServerRows",
+    "add_room",
     "column_bounds",
     "coupled_users",
     "coupling_room",
@@ -39,6 +40,7 @@ __all__ = [
     "require_per_server",
     "rows_at",
     "server_rows",
+    "set_room",
     "weighted_vds",
     "with_room",
 ]
@@ -261,6 +263,36 @@ def external_room(inst: Instance, x: np.ndarray, i: int) -> tuple[np.ndarray, np
     scope[:, i] = 0.0
     held = np.einsum("ne,nk,ek->e", inst.external_demand[:, use], x, scope)
     return use, np.maximum(inst.external_capacity[use] - held, 0.0)
+
+
+def add_room(model: Any, inst: Instance) -> None:
+    """Give the external rows of a per-server model (``model.chi``, χ restricted to one server) a mutable
+    right-hand side ``model.room[e]``, the capacity the other servers leave (full until
+    :func:`set_room`). Nothing without external rows."""
+    import pyomo.environ as pyo
+
+    rows = model.chi.external
+    if not len(rows):
+        return
+    full = dict(zip(inst.external, inst.external_capacity.tolist()))
+    model.room = pyo.Param(list(rows), mutable=True, initialize={e: full[e] for e in rows},
+                           doc="c_e − Σ_{j≠i} Σ_n x[n,j] d[n,e]: what the other servers leave")
+    for e, con in rows.items():
+        con.set_value(con.body <= model.room[e])
+
+
+def set_room(model: Any, inst: Instance, x: np.ndarray, i: int) -> bool:
+    """Set ``model.room`` (:func:`add_room`) to what the other servers leave at ``x`` (a room within
+    ``10⁻⁹`` of the capacity from 0 is 0: at the LP solver's tolerance a leximin round on such a row was
+    "infeasible"); ``False`` when the model has no such rows."""
+    if not hasattr(model, "room"):
+        return False
+    use, left = external_room(inst, x, i)
+    left[left <= 1e-9 * inst.external_capacity[use]] = 0.0
+    for e, v in zip(use, left):
+        if inst.external[e] in model.room:
+            model.room[inst.external[e]] = float(v)
+    return True
 
 
 def rows_at(inst: Instance, x: np.ndarray, rows: list[ServerRows] | None = None) -> list[ServerRows]:

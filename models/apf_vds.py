@@ -113,16 +113,17 @@ from fairalloc.models._apf_newton import continuation, coupling_rows, newton, sc
 from fairalloc.models._mpec import ScholtesRelaxation
 from fairalloc.models._perserver import (
     ServerRows,
+    add_room,
     column_bounds,
     coupled_users,
     coupling_room,
     deviation_from_psdsf,
     expose_all_pairs,
-    external_room,
     normalized,
     require_per_server,
     rows_at,
     server_rows,
+    set_room,
     with_room,
 )
 from fairalloc.models._pools import pooled_utility, solve_on_pools
@@ -331,11 +332,7 @@ class ServerBestResponse:
         self._rows = list(m.chi.capacity.values()) if not inst.time_shared else list(m.chi.time.values())
         self._limited = coupled_users(inst, i, self.users)  # task limits, budgets: per-response bounds
         self.hook_ub: np.ndarray | None = None
-        if len(m.chi.external):  # an external resource: what the other servers leave (external_room)
-            m.room = pyo.Param(list(m.chi.external), mutable=True, initialize=0.0,
-                               doc="c_e − Σ_{j≠i} Σ_n x[n,j] d[n,e] (the other servers' use)")
-            for e, con in m.chi.external.items():
-                con.set_value(con.body <= m.room[e])
+        add_room(m, inst)  # an external resource: what the other servers leave, set per response
 
     def column_ub(self, x: np.ndarray) -> np.ndarray:
         """Upper bounds of server ``i``'s columns given ``x`` elsewhere: the hook's bounds and what task
@@ -356,11 +353,7 @@ class ServerBestResponse:
         if len(self._limited):
             for k, ub in zip(self._limited, self.column_ub(x)[self._limited]):
                 self._x[k].setub(float(ub))
-        if hasattr(m, "room"):
-            use, room = external_room(self.inst, x, self.i)
-            for e, left in zip(use, room):
-                if self.inst.external[e] in m.room:
-                    m.room[self.inst.external[e]] = float(left)
+        set_room(m, self.inst, x, self.i)
         others = x.sum(axis=1) - x[:, self.i]
         for n, u, v in zip(self.users, self._names, self._x):
             m.offset[u].setlb(float(others[n]))

@@ -111,6 +111,7 @@ import pyomo.environ as pyo
 from fairalloc.instance import Instance
 from fairalloc.models._perserver import (
     ServerRows,
+    add_room,
     canonical_split,
     column_bounds,
     coupled_users,
@@ -120,6 +121,7 @@ from fairalloc.models._perserver import (
     normalized,
     require_per_server,
     server_rows,
+    set_room,
     weighted_vds,
 )
 from fairalloc.models._pools import solve_on_pools
@@ -169,11 +171,7 @@ class ServerLeximin:
         self._rows = [*m.maxmin.level.values(), *m.maxmin.floor.values()]  # bodies hold the offsets
         self._handle: Any = None
         self.hook_ub: np.ndarray | None = None  # the columns' upper bounds once the hook has run
-        if len(m.chi.external):  # an external resource: what the other servers leave (external_room)
-            m.room = pyo.Param(list(m.chi.external), mutable=True, initialize=0.0,
-                               doc="c_e − Σ_{j≠i} Σ_n x[n,j] d[n,e] (the other servers' use)")
-            for e, con in m.chi.external.items():
-                con.set_value(con.body <= m.room[e])
+        add_room(m, inst)  # an external resource: what the other servers leave, set per response
 
     def respond(self, x: np.ndarray, session: Session) -> tuple[np.ndarray, Any]:
         """Server ``i``'s leximin allocation given ``x`` on the other servers (column ``i`` ignored)."""
@@ -193,15 +191,10 @@ class ServerLeximin:
                               self.hook_ub[self._limited])
             for k, ub in zip(self._limited, room):
                 self._vars[k].setub(float(ub))
-        if hasattr(m, "room"):  # (a room within the LP's tolerance of 0 is 0: round 2 was infeasible)
-            use, left = external_room(self.inst, x, self.i)
-            left[left <= 1e-9 * self.inst.external_capacity[use]] = 0.0
-            for e, v in zip(use, left):
-                if self.inst.external[e] in m.room:
-                    m.room[self.inst.external[e]] = float(v)
+        roomed = set_room(m, self.inst, x, self.i)
         if self._handle is not None:  # same HiGHS model, warm: push the new offsets (row constants)
             self._handle.update_rows(self._rows)
-            if len(self._limited) or hasattr(m, "room"):
+            if len(self._limited) or roomed:
                 self._handle.update()  # and the limits' column bounds, the external rows' room
         out = progressive_filling(m, session, m.vds, handle=self._handle, resolve=RESOLVE)
         self._handle = out.handle
