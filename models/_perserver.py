@@ -38,6 +38,7 @@ __all__ = [
     "expose_all_pairs",
     "external_room",
     "require_per_server",
+    "room_columns",
     "rows_at",
     "server_rows",
     "set_room",
@@ -306,18 +307,27 @@ def rows_at(inst: Instance, x: np.ndarray, rows: list[ServerRows] | None = None)
     return [with_room(inst, x, r) for r in rows]
 
 
+def room_columns(inst: Instance, x: np.ndarray, i: int, users: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Server ``i``'s external rows at ``x`` for ``users``: the resources in its scope (indices), the
+    users' demands of them (``len(users)`` × those) and what the other servers leave of each
+    (:func:`external_room`)."""
+    use, room = external_room(inst, x, i)
+    return use, inst.external_demand[np.ix_(users, use)], room
+
+
 def with_room(inst: Instance, x: np.ndarray, row: ServerRows) -> ServerRows:
-    """Server ``row.server``'s rows with its external rows at ``x`` appended (:func:`rows_at`)."""
+    """Server ``row.server``'s rows with its external rows at ``x`` appended (:func:`rows_at`; those its
+    users demand)."""
     if not inst.external:
         return row
     i, U = row.server, row.users
-    use, room = external_room(inst, x, i)
-    d = inst.external_demand[:, use]
-    keep = (d[U] > 0).any(axis=0) if len(U) else np.zeros(len(use), bool)
+    use, d, room = room_columns(inst, x, i, U)
+    keep = (d > 0).any(axis=0) if len(U) else np.zeros(len(use), bool)
     if not keep.any():
         return row
     extra = np.zeros((inst.n_users, int(keep.sum())))
-    extra[U] = d[np.ix_(U, np.flatnonzero(keep))]
+    extra[U] = d[:, keep]
     return ServerRows(i, np.hstack([row.demand, extra]), np.concatenate([row.capacity, room[keep]]),
                       row.names + tuple(inst.external[e] for e in use[keep]), U)
 

@@ -117,9 +117,9 @@ from fairalloc.models._perserver import (
     coupled_users,
     coupling_room,
     expose_all_pairs,
-    external_room,
     normalized,
     require_per_server,
+    room_columns,
     server_rows,
     set_room,
     weighted_vds,
@@ -292,8 +292,7 @@ def _capped_response(inst: Instance, x: np.ndarray, i: int, U: np.ndarray, w: np
         cap = np.full(len(U), np.inf)
         cap[lim] = coupling_room(inst, x, i, U[lim])
     if inst.external:  # and the external resources, as far as the other servers leave them
-        use, room = external_room(inst, x, i)
-        d = inst.external_demand[np.ix_(U, use)]
+        _, d, room = room_columns(inst, x, i, U)
         D, c = np.hstack([D, d]), np.concatenate([c, room])
     return leximin_response(w, D, c, X - x[U, i], cap=cap)
 
@@ -301,8 +300,8 @@ def _capped_response(inst: Instance, x: np.ndarray, i: int, U: np.ndarray, w: np
 def _within_room(inst: Instance, x: np.ndarray, i: int, U: np.ndarray, col: np.ndarray) -> bool:
     """Server ``i``'s column ``col`` (its users ``U``) uses no more of any external resource than the other
     servers leave (``external_room``)."""
-    use, room = external_room(inst, x, i)
-    return bool((col @ inst.external_demand[np.ix_(U, use)] <= room * (1 + 1e-12)).all())
+    _, d, room = room_columns(inst, x, i, U)
+    return bool((col @ d <= room * (1 + 1e-12)).all())
 
 
 def _steady_drift(a: np.ndarray, b: np.ndarray, cos: float = 1e-6,
