@@ -261,7 +261,10 @@ class _Arrays:
         ratio = D.copy()
         ratio.data = ratio.data.copy()
         ratio.data[self._lex_entry] = self._lex_g
-        self._coo = ratio.tocoo()  # m/d' with d' = 1/γ at every leximin entry (_row_ratios)
+        # m/d' with d' = 1/γ at every leximin entry (_row_ratios), without the explicit zeros (a pair in the
+        # slack of an external row it does not pay for)
+        ratio.eliminate_zeros()
+        self._coo = ratio.tocoo()
         D.data = D.data.copy()
         self.D = D
         self._D_linear = D.copy()  # D without the leximin entries: the part of f linear in λ
@@ -386,9 +389,6 @@ class _Arrays:
         if self._coo is None:
             self._coo = self.D.tocoo()
         C = self._coo
-        if (C.data == 0).any():  # (explicit zeros: a pair in the slack of a row it does not pay for)
-            keep = C.data != 0
-            return m[C.row[keep]] / C.data[keep], C.row[keep], C.col[keep]
         return m[C.row] / C.data, C.row, C.col
 
     def support_scale(self, xp: np.ndarray, m: np.ndarray, bound: np.ndarray) -> np.ndarray:
