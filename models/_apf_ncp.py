@@ -36,6 +36,9 @@ __all__ = ["ApfGame", "distributed_heuristic", "fischer_burmeister", "ps_mfa"]
 log = logging.getLogger(__name__)
 
 
+SERVED = 1e-12  # multipliers: a pair holding at most this fraction of its user's total is taken as idle
+
+
 @dataclass
 class ApfGame:
     """The instance, every server's rows and the utility parameters ``α_i, A_i, B_i`` (arrays over
@@ -112,17 +115,52 @@ class ApfGame:
         """``f_{i,r}(x_i) = c_{i,r} − Σ_n x_{n,i} d_{n,r}`` ((30))."""
         return [r.slack(x[:, r.server]) for r in self.rows]
 
-    def residual(self, x: np.ndarray, lam: list[np.ndarray], ub: np.ndarray | None = None) -> float:
+    def residual(self, x: np.ndarray, lam: list[np.ndarray], ub: np.ndarray | None = None,
+                 scaled: bool = False) -> float:
         """``max |min(z, F(z))|`` over every pair and every row. With upper bounds ``ub`` on the pairs
         (users × servers, ``inf`` = none: task limits, budgets, an edited model's bounds) a pair's term is
-        the box form ``|x − clip(x − f, 0, ub)|`` (a pair at its bound may have ``f < 0``)."""
+        the box form ``|x − clip(x − f, 0, ub)| = |min(x, max(f, x − ub))|`` (a pair at its bound may have
+        ``f < 0``).
+
+        ``scaled``: the dimensionless residual of the Newton method's certificate
+        (:func:`~fairalloc.models._apf_newton.scaled_residual`), unchanged when the units of tasks,
+        resources or utility change: a pair's ``x`` and ``ub`` divided by the user's total ``X_n`` and its
+        ``f`` by the marginal ``g_i'(s̃_{n,i})/γ_{n,i}``; a row's ``λ`` by ``Λ_{i,r}``, the largest
+        marginal per unit of the row among its users, and its slack by :meth:`slack_scale`. ``inf`` where
+        a user that can run somewhere has ``X_n = 0`` (``g'`` is infinite there)."""
         f = self.f_pairs(x, lam)
-        term = np.minimum(x, f) if ub is None else x - np.clip(x - f, 0.0, ub)
+        xt = x
+        m = None
+        if scaled:
+            X = x.sum(axis=1)
+            if ((X <= 0) & self.P.any(axis=1)).any():
+                return float("inf")
+            m = self.marginal(x)
+            xt = x / np.where(X > 0, X, 1.0)[:, None]
+            f = f / np.where(self.P, m, 1.0)
+            if ub is not None:
+                ub = ub / np.where(X > 0, X, 1.0)[:, None]
+        with np.errstate(invalid="ignore"):  # inf − inf where no bound: the max takes f
+            term = np.minimum(xt, f) if ub is None else np.minimum(xt, np.maximum(f, xt - ub))
         res = float(np.abs(term)[self.P].max(initial=0.0))
-        for li, sl in zip(lam, self.f_rows(x)):
+        for r, li, sl in zip(self.rows, lam, self.f_rows(x)):
             if len(li):
+                if m is not None:
+                    d = r.demand[r.users]
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        ratio = np.where(d > 0, m[r.users, r.server][:, None] / d, 0.0)
+                    big = ratio.max(axis=0, initial=0.0)
+                    li, sl = li / np.where(big > 0, big, 1.0), sl / self.slack_scale(r)
                 res = max(res, float(np.abs(np.minimum(li, sl)).max()))
         return res
+
+    def slack_scale(self, r: ServerRows) -> np.ndarray:
+        """What a row's slack is measured against in the scaled residual: its capacity; for an external
+        resource's row in the generalised game (:func:`~fairalloc.models._perserver.rows_at`, whose
+        capacity is the room the other servers leave) the resource's capacity; 1 where that is 0."""
+        ext = dict(zip(self.inst.external, self.inst.external_capacity))
+        c = np.array([ext.get(name, cap) for name, cap in zip(r.names, r.capacity)], float)
+        return np.where(c > 0, c, 1.0)
 
     def psi(self, x: np.ndarray, lam: list[np.ndarray]) -> float:
         """``Ψ(x, λ) = Σ_{i, n∈N_i} ψ(x_{n,i}, f_{n,i})``, ``ψ = ψ_FB²/2`` ((35)–(37))."""
@@ -154,9 +192,12 @@ class ApfGame:
     # -------------------------------------------------------------- multipliers for a given x
     def multipliers(self, x: np.ndarray, sat_tol: float = 1e-6) -> list[np.ndarray]:
         """The ``λ`` that best certifies ``x``: on each server, non-negative multipliers on the saturated
-        rows solving ``Σ_r λ_r d_{n,r} = g'(s̃_{n,i})/γ_{n,i}`` for the users it serves (NNLS), and, if
-        that leaves some unserved user with ``f_{n,i} < 0``, the λ minimising the largest violation (LP)."""
+        rows solving ``Σ_r λ_r d_{n,r} = g'(s̃_{n,i})/γ_{n,i}`` for the users it serves (NNLS on the
+        equations relative to their right-hand sides; a user is served where ``x_{n,i} > SERVED·X_n``),
+        and, if that leaves some unserved user with ``f_{n,i} < 0``, the λ minimising the largest
+        violation (LP). A row is saturated where its slack is within ``sat_tol`` of :meth:`slack_scale`."""
         term = self.marginal(x)
+        X = x.sum(axis=1)
         lam = []
         for r in self.rows:
             i = r.server
@@ -167,13 +208,18 @@ class ApfGame:
             if self.leximin is not None and self.leximin[i]:
                 lam.append(self.inverse_levels(x, r, sat_tol))
                 continue
-            sat = np.flatnonzero(r.slack(x[:, i]) <= sat_tol * np.maximum(1.0, r.capacity))
-            served = r.users[x[r.users, i] > 0]
-            idle = r.users[x[r.users, i] <= 0]
+            sat = np.flatnonzero(r.slack(x[:, i]) <= sat_tol * self.slack_scale(r))
+            share = x[r.users, i] / np.maximum(X[r.users], np.finfo(float).tiny)
+            served, idle = r.users[share > SERVED], r.users[share <= SERVED]
             if sat.size and served.size and np.isfinite(term[r.users, i]).all():
                 # (a user with X_n ≈ 0 has g' = ∞: no finite λ certifies such a point; leave λ = 0)
                 D = r.demand[np.ix_(served, sat)]
-                li[sat], _ = nnls(D, term[served, i])
+                # relative equations (÷ the marginal) and unit columns: the multipliers of one server
+                # can span ten orders of magnitude at large α, beyond what NNLS resolves unscaled
+                Dn = D / term[served, i][:, None]
+                col = np.abs(Dn).max(axis=0)
+                col = np.where(col > 0, col, 1.0)
+                li[sat] = nnls(Dn / col, np.ones(len(served)))[0] / col
                 viol = term[idle, i] - r.demand[np.ix_(idle, sat)] @ li[sat]
                 fit = np.abs(D @ li[sat] - term[served, i]).max(initial=0.0)
                 if viol.size and viol.max() > max(fit, 1e-12):
@@ -189,7 +235,7 @@ class ApfGame:
         s = x.sum(axis=1) / np.where(self.P[:, i], self.phig[:, i], 1.0)
         held = (r.demand > 0) & (x[:, i] > 0)[:, None] & self.P[:, i][:, None]
         level = np.where(held, s[:, None], 0.0).max(axis=0, initial=0.0)
-        sat = r.slack(x[:, i]) <= sat_tol * np.maximum(1.0, r.capacity)
+        sat = r.slack(x[:, i]) <= sat_tol * self.slack_scale(r)
         with np.errstate(divide="ignore"):
             return np.where(sat & (level > 0), 1.0 / np.where(level > 0, level, 1.0), 0.0)
 

@@ -774,9 +774,15 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
 
     - ``ncp_residual``: ``max |min(z, F(z))|`` over (28)–(29), with the multipliers ``lam`` if given, else
       the ones that best certify ``x`` (:meth:`ApfGame.multipliers`);
+    - ``ncp_residual_scaled``: the same terms made dimensionless (``ApfGame.residual(scaled=True)``, the
+      Newton method's certificate) — unchanged when the units of tasks, resources or utility change;
     - ``psi``: the merit ``Ψ(x, λ)`` of (35)–(37);
     - ``per_server_gain``: each server's best-response gain (``None`` where ``α_i = inf``);
-    - ``best_response_gain``: the largest of them.
+    - ``best_response_gain``: the largest of them;
+    - ``relative_gain``: the largest ``gain_i / Σ_{n∈N_i} φ_n s̃_{n,i} g_i'(s̃_{n,i})``. The denominator is
+      ``dU_i/dt`` when every user's total is scaled by ``1 + t``, so a relative gain ``ε`` is what server
+      ``i`` would get, to first order, from every total growing by ``1 + ε`` — free of units, unlike the
+      gain itself (``U_i`` scales with the units for ``α_i ≠ 1``).
 
     ``alpha``, ``A``, ``B`` as for the mechanism (one value, ``"inf"``, or one per server). Servers with
     ``α_i = inf`` are left out of the residual and Ψ (PS-DSF has no NCP; check its certificate).
@@ -798,7 +804,9 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
     if lam is None:
         lam = game.multipliers(x)
     ub = pair_bounds(inst, x, bounds)
-    out: dict[str, Any] = {"ncp_residual": game.residual(x, lam, ub), "psi": game.psi(x, lam),
+    out: dict[str, Any] = {"ncp_residual": game.residual(x, lam, ub),
+                           "ncp_residual_scaled": game.residual(x, lam, ub, scaled=True),
+                           "psi": game.psi(x, lam),
                            "multipliers": {f"{inst.servers[r.server]},{name}": float(v)
                                            for r, li in zip(game.rows, lam) for name, v in zip(r.names, li)}}
     if gains:
@@ -807,11 +815,16 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
         known = [g for g in per.values() if g is not None]
         out["best_response_gain"] = max(known) if known else None
         out["per_server_gain"] = per
+        s = game.vds(x)
+        unit = np.where(game.P, inst.weight[:, None] * s * game.g_prime(s), 0.0).sum(axis=0)
+        rel = [g / unit[i] if unit[i] > 0 else (0.0 if g == 0 else math.inf)
+               for i, g in enumerate(per.values()) if g is not None]
+        out["relative_gain"] = max(rel) if rel else None
         if session is not None and session.expired():
             out["gains_note"] = ("the time limit ended the best-response gains: servers not reached "
                                  "have None")
     else:
-        out["best_response_gain"], out["per_server_gain"] = None, {}
+        out["best_response_gain"], out["per_server_gain"], out["relative_gain"] = None, {}, None
     return out
 
 

@@ -168,6 +168,38 @@ def test_nash_conditions_of_apf_vds(examples):
     assert verify(inst, solve(inst, "tsf"), sp=False)["nash"]["holds"] is None
 
 
+@pytest.mark.parametrize("alpha,kw", [(8.0, {"weights": True}), (3.0, {"external": 1, "scoped": True})])
+def test_nash_item_is_unit_free(alpha, kw):
+    # at α = 8 the marginals z^-α span many orders of magnitude: a certified result's absolute NCP
+    # residual is ~3e-4 (the item read false on it); the scaled residual and the relative gain do not
+    # depend on units, so the verdict does not either
+    inst = random_instance(0, 50, 8, 4, **kw)
+    r = solve(inst, "apf-vds", alpha=alpha)
+    assert r.status.value == "optimal"
+    nash = verify(inst, r, items=("nash",))["nash"]
+    assert nash["holds"] is True and nash["ncp_residual_scaled"] < 1e-8 and nash["relative_gain"] < 1e-8
+    cap, dem = inst.capacity.copy(), inst.demand.copy()
+    cap[:, 0] *= 1e6
+    dem[:, 0] *= 1e6
+    units = {"capacity": cap, "demand": dem * 1e-3}  # and tasks 1e3 times smaller (x 1e3 larger)
+    if inst.external:
+        units |= {"external_capacity": inst.external_capacity * 1e-4,
+                  "external_demand": inst.external_demand * 1e-7}
+    other = inst.replace(**units)
+    doc = r.to_dict()
+    doc["allocation"] = {u: {s: v * 1e3 for s, v in row.items()} for u, row in doc["allocation"].items()}
+    again = verify(other, doc, items=("nash",))["nash"]
+    assert again["holds"] is True
+    assert again["ncp_residual_scaled"] < 1e-8 and again["relative_gain"] < 1e-8  # round-off both ways
+    # a server's users moved off it: its relative gain is large, whatever the units
+    x = r.x * 1e3
+    x[:, 0] *= 0.5
+    doc["allocation"] = {u: {s: float(x[n, i]) for i, s in enumerate(inst.servers) if x[n, i] > 0}
+                         for n, u in enumerate(inst.users)}
+    off = verify(other, doc, items=("nash",))["nash"]
+    assert off["holds"] is False and off["relative_gain"] > 1e-3
+
+
 def test_kkt_and_si_definitions(examples):
     inst = load_instance(examples / "tsfer-fig2.yaml")
     rep = verify(inst, solve(inst, "mnw"), sp=False)

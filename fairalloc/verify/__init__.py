@@ -223,15 +223,17 @@ def kkt_item(inst: Instance, x: np.ndarray, result: Result) -> dict[str, Any]:
 
 
 def nash_item(inst: Instance, x: np.ndarray, result: Result, tol: float = 1e-6) -> dict[str, Any]:
-    """``nash`` for an αPF-VDS result: NCP residual ``max|min(z, F(z))|`` of (28)–(31), Ψ of (35)–(37)
-    and every server's exact best-response gain (:func:`~fairalloc.models.apf_vds.nash_conditions`,
-    with the result's ``alpha``, ``A``, ``B``). ``holds`` when the residual is within
-    ``tol·max(1, max x)`` and no server gains more than ``tol·max(1, max |U_i|)``."""
-    base: dict[str, Any] = {"holds": None, "ncp_residual": None, "psi": None, "best_response_gain": None}
+    """``nash`` for an αPF-VDS result: NCP residual ``max |min(z, F(z))|`` of (28)–(31) and its
+    dimensionless form, Ψ of (35)–(37) and every server's exact best-response gain
+    (:func:`~fairalloc.models.apf_vds.nash_conditions`, with the result's ``alpha``, ``A``, ``B``).
+    ``holds`` when the scaled residual and every server's relative gain are within ``tol`` — both are
+    free of the units of tasks, resources and utility (the absolute residual is not: at ``α = 8`` the
+    marginals ``z^{-α}`` span many orders of magnitude)."""
+    base: dict[str, Any] = {"holds": None, "ncp_residual": None, "ncp_residual_scaled": None, "psi": None,
+                            "best_response_gain": None, "relative_gain": None}
     if result.mechanism != "apf-vds":
         return {**base, "reason": "not an apf-vds result: the Nash conditions are those of the αPF-VDS "
                                   "server game ([APF] §4)"}
-    from fairalloc.models._apf_ncp import ApfGame
     from fairalloc.models.apf_vds import nash_conditions, utility_parameters
 
     p = result.parameters or {}
@@ -240,15 +242,10 @@ def nash_item(inst: Instance, x: np.ndarray, result: Result, tol: float = 1e-6) 
         nash = nash_conditions(inst, x, a.tolist(), A.tolist(), B.tolist())
     except FairallocError as exc:
         return {**base, "reason": f"cannot evaluate the Nash conditions: {exc}"}
-    finite = np.isfinite(a)
-    U = ApfGame(inst, np.where(finite, a, 1.0), A, B).utility(x)[finite] if finite.any() else np.zeros(0)
-    u_scale = max(1.0, float(np.abs(U).max(initial=0.0)))
-    gain = nash["best_response_gain"]
-    res_ok = nash["ncp_residual"] <= tol * max(1.0, float(x.max(initial=0.0)))
-    gain_ok = gain is None or gain <= tol * u_scale
-    return {"holds": bool(res_ok and gain_ok), "ncp_residual": nash["ncp_residual"], "psi": nash["psi"],
-            "best_response_gain": gain, "per_server_gain": nash["per_server_gain"],
-            "utility_scale": u_scale, "alpha": a.tolist()}
+    res_ok = nash["ncp_residual_scaled"] <= tol
+    gain_ok = nash["relative_gain"] is None or nash["relative_gain"] <= tol
+    return {"holds": bool(res_ok and gain_ok), **{k: nash[k] for k in base if k != "holds"},
+            "per_server_gain": nash["per_server_gain"], "alpha": a.tolist()}
 
 
 def _psdsf_item(inst: Instance, x: np.ndarray) -> dict[str, Any]:
