@@ -125,8 +125,9 @@ class ApfGame:
         ``scaled``: the dimensionless residual of the Newton method's certificate
         (:func:`~fairalloc.models._apf_newton.scaled_residual`), unchanged when the units of tasks,
         resources or utility change: a pair's ``x`` and ``ub`` divided by the user's total ``X_n`` and its
-        ``f`` by the marginal ``g_i'(s̃_{n,i})/γ_{n,i}``; a row's ``λ`` by ``Λ_{i,r}``, the largest
-        marginal per unit of the row among its users, and its slack by :meth:`slack_scale`. ``inf`` where
+        ``f`` by the marginal ``g_i'(s̃_{n,i})/γ_{n,i}``; a row's ``λ`` by ``Λ_{i,r}``, the least marginal per
+        unit of the row among the users it serves (the largest among all its users where it serves none,
+        and never above that), and its slack by :meth:`slack_scale`. ``inf`` where
         a user that can run somewhere has ``X_n = 0`` (``g'`` is infinite there)."""
         f = self.f_pairs(x, lam)
         xt = x
@@ -150,7 +151,10 @@ class ApfGame:
                     with np.errstate(divide="ignore", invalid="ignore"):
                         ratio = np.where(d > 0, m[r.users, r.server][:, None] / d, 0.0)
                     big = ratio.max(axis=0, initial=0.0)
-                    li, sl = li / np.where(big > 0, big, 1.0), sl / self.slack_scale(r)
+                    held = (d > 0) & (x[r.users, r.server] > 0)[:, None]
+                    low = np.where(held, ratio, np.inf).min(axis=0, initial=np.inf)
+                    scale = np.minimum(low, np.where(big > 0, big, 1.0))
+                    li, sl = li / scale, sl / self.slack_scale(r)
                 res = max(res, float(np.abs(np.minimum(li, sl)).max()))
         return res
 
@@ -190,12 +194,17 @@ class ApfGame:
         return out
 
     # -------------------------------------------------------------- multipliers for a given x
-    def multipliers(self, x: np.ndarray, sat_tol: float = 1e-6) -> list[np.ndarray]:
+    def multipliers(self, x: np.ndarray, sat_tol: float = 1e-6, ub: np.ndarray | None = None
+                    ) -> list[np.ndarray]:
         """The ``λ`` that best certifies ``x``: on each server, non-negative multipliers on the saturated
-        rows solving ``Σ_r λ_r d_{n,r} = g'(s̃_{n,i})/γ_{n,i}`` for the users it serves (NNLS on the
-        equations relative to their right-hand sides; a user is served where ``x_{n,i} > SERVED·X_n``),
-        and, if that leaves some unserved user with ``f_{n,i} < 0``, the λ minimising the largest
-        violation (LP). A row is saturated where its slack is within ``sat_tol`` of :meth:`slack_scale`."""
+        rows (slack within ``sat_tol`` of :meth:`slack_scale`) with ``Σ_r λ_r d_{n,r} = m_{n,i}``
+        (``m = g'(s̃_{n,i})/γ_{n,i}``) for the users it serves, ``≥`` for those it does not (``f ≥ 0``) and
+        ``≤`` for pairs at their upper bound ``ub`` (task limits, budgets: ``f ≤ 0`` allowed). Every
+        condition is relative to its ``m`` (the multipliers of one server can span ten orders of
+        magnitude at large α): NNLS on the equations, then, where that leaves an inequality violated by
+        more than the fit, the λ minimising the largest relative violation (LP; with no equations, the
+        least such λ). A user is served where ``x_{n,i} > SERVED·X_n``; a user with ``X_n = 0`` (``g'``
+        infinite) leaves its server's λ at 0."""
         term = self.marginal(x)
         X = x.sum(axis=1)
         lam = []
@@ -209,23 +218,29 @@ class ApfGame:
                 lam.append(self.inverse_levels(x, r, sat_tol))
                 continue
             sat = np.flatnonzero(r.slack(x[:, i]) <= sat_tol * self.slack_scale(r))
+            lam.append(li)
+            if not sat.size or not np.isfinite(term[r.users, i]).all():
+                continue
             share = x[r.users, i] / np.maximum(X[r.users], np.finfo(float).tiny)
             served, idle = r.users[share > SERVED], r.users[share <= SERVED]
-            if sat.size and served.size and np.isfinite(term[r.users, i]).all():
-                # (a user with X_n ≈ 0 has g' = ∞: no finite λ certifies such a point; leave λ = 0)
-                D = r.demand[np.ix_(served, sat)]
-                # relative equations (÷ the marginal) and unit columns: the multipliers of one server
-                # can span ten orders of magnitude at large α, beyond what NNLS resolves unscaled
-                Dn = D / term[served, i][:, None]
-                col = np.abs(Dn).max(axis=0)
-                col = np.where(col > 0, col, 1.0)
-                li[sat] = nnls(Dn / col, np.ones(len(served)))[0] / col
-                viol = term[idle, i] - r.demand[np.ix_(idle, sat)] @ li[sat]
-                fit = np.abs(D @ li[sat] - term[served, i]).max(initial=0.0)
-                if viol.size and viol.max() > max(fit, 1e-12):
-                    li[sat] = _minimax_multipliers(r.demand[np.ix_(served, sat)], term[served, i],
-                                                   r.demand[np.ix_(idle, sat)], term[idle, i], li[sat])
-            lam.append(li)
+            at_bound = (np.zeros(len(served), bool) if ub is None
+                        else x[served, i] >= ub[served, i] - SERVED * X[served])
+            served, bound = served[~at_bound], served[at_bound]
+            if ub is not None:  # a bound of 0 (a user at its limit elsewhere): any f
+                idle = idle[ub[idle, i] > SERVED * X[idle]]
+            # each condition divided by its marginal; unit columns
+            rel = [r.demand[np.ix_(g, sat)] / term[g, i][:, None] for g in (served, idle, bound)]
+            col = np.max([np.abs(R).max(axis=0, initial=0.0) for R in rel], axis=0)
+            col = np.where(col > 0, col, 1.0)
+            Ds, Di, Db = (R / col for R in rel)
+            v = np.zeros(len(sat))
+            if len(served):
+                v = nnls(Ds, np.ones(len(served)))[0]
+            fit = np.abs(Ds @ v - 1.0).max(initial=0.0)
+            worst = max((1.0 - Di @ v).max(initial=0.0), (Db @ v - 1.0).max(initial=0.0))
+            if worst > max(fit, 1e-12):
+                v = _minimax_multipliers(Ds, Di, Db, v)
+            li[sat] = v / col
         return lam
 
     def inverse_levels(self, x: np.ndarray, r: ServerRows, sat_tol: float = 1e-6) -> np.ndarray:
@@ -245,16 +260,17 @@ def fischer_burmeister(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.hypot(a, b) - a - b
 
 
-def _minimax_multipliers(Ds: np.ndarray, ts: np.ndarray, Di: np.ndarray, ti: np.ndarray,
-                         start: np.ndarray) -> np.ndarray:
-    """``min t`` s.t. ``|Ds λ − ts| ≤ t``, ``Di λ − ti ≥ −t``, ``λ ≥ 0`` (a small dense LP)."""
+def _minimax_multipliers(Ds: np.ndarray, Di: np.ndarray, Db: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """``min t`` s.t. ``|Ds v − 1| ≤ t``, ``Di v ≥ 1 − t``, ``Db v ≤ 1 + t``, ``v ≥ 0``, ``t ≥ 0`` (a small
+    dense LP over conditions already divided by their right-hand sides), plus ``10⁻⁹ Σ v``: with no
+    equations (``Ds`` empty) the least such ``v``. ``start`` where the LP fails."""
     k = Ds.shape[1]
-    c = np.zeros(k + 1)
-    c[-1] = 1.0
-    ones_s, ones_i = np.ones((len(ts), 1)), np.ones((len(ti), 1))
-    A = np.vstack([np.hstack([Ds, -ones_s]), np.hstack([-Ds, -ones_s]), np.hstack([-Di, -ones_i])])
-    b = np.concatenate([ts, -ts, -ti])
-    res = linprog(c, A_ub=A, b_ub=b, bounds=[(0, None)] * k + [(None, None)], method="highs")
+    c = np.r_[np.full(k, 1e-9), 1.0]
+    one = [np.ones((len(R), 1)) for R in (Ds, Di, Db)]
+    A = np.vstack([np.hstack([Ds, -one[0]]), np.hstack([-Ds, -one[0]]), np.hstack([-Di, -one[1]]),
+                   np.hstack([Db, -one[2]])])
+    b = np.concatenate([np.ones(len(Ds)), -np.ones(len(Ds)), -np.ones(len(Di)), np.ones(len(Db))])
+    res = linprog(c, A_ub=A, b_ub=b, bounds=[(0, None)] * (k + 1), method="highs")
     return res.x[:k] if res.status == 0 else start
 
 

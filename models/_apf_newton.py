@@ -93,9 +93,14 @@ Gauss–Seidel sweeps of the servers' exact best responses from its end point gi
 before the step is halved.
 
 **Certificate.** :func:`scaled_residual`: ``max |min(x_{n,i}/X_n, f_{n,i}/(g_i'/γ_{n,i}))|`` over pairs and
-``max |min(λ_{i,r}/Λ_{i,r}, slack_{i,r}/c_{i,r})|`` over rows, ``Λ_{i,r}`` the largest
-``(g_i'(s̃_{n,i})/γ_{n,i})/d_{n,r}`` over the row's users at the point (coupling rows alike, ``f`` including
-``μ``) — dimensionless, unchanged when the units of tasks, resources or utility change. It is taken at the
+``max |min(λ_{i,r}/Λ_{i,r}, slack_{i,r}/c_{i,r})|`` over rows, ``Λ_{i,r}`` the least
+``(g_i'(s̃_{n,i})/γ_{n,i})/d_{n,r}`` over the row's pairs in the support at the point (the largest over all
+its pairs where it has none, and never above that; :meth:`_Arrays.support_scale`; coupling rows alike,
+``f`` including ``μ``) — dimensionless, unchanged when the units of tasks, resources or utility change.
+With ``λ ≤ ε Λ`` an unsaturated row's multiplier could be set to 0 moving no served pair's ``f/m`` by more
+than ``ε``; scaled by the largest ratio, one user with a tiny total (a huge marginal at α = 8) let a
+price of the order of the other users' marginals stand on a row with slack (a 30 × 6 instance with an
+external resource: their pairs 54 % off once it was set to 0). It is taken at the
 point clipped to ``x, λ ≥ 0`` (what is returned); where that fails while the unclipped point passes, Newton
 goes on from the clipped point.
 """
@@ -402,7 +407,8 @@ class _Arrays:
         return np.minimum(low, bound)
 
     def lam_scale(self, m: np.ndarray) -> np.ndarray:
-        """``Λ_k = max_{p in row k} m_p / d_{p,k}``."""
+        """``max_{p in row k} m_p / d_{p,k}``: the largest multiplier row ``k`` can need (Newton's scale
+        ``σ^λ``; the certificate's ``Λ_k`` is :meth:`support_scale` below it)."""
         ratio, _, k = self._row_ratios(m)
         out = np.zeros(self.nr)
         np.maximum.at(out, k, ratio)
@@ -434,7 +440,8 @@ def _residual(a: _Arrays, xp: np.ndarray, lv: np.ndarray, f: np.ndarray, sl: np.
     X = a.totals(xp)
     res = np.abs(np.minimum(xp / X[a.pn], f / m)).max(initial=0.0)
     if a.nr:
-        res = max(res, np.abs(np.minimum(lv / a.lam_scale(m), sl / a.cap_scale)).max())
+        scale = a.support_scale(xp, m, a.lam_scale(m))
+        res = max(res, np.abs(np.minimum(lv / scale, sl / a.cap_scale)).max())
     return float(res)
 
 

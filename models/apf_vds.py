@@ -801,9 +801,9 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
     game.rows = rows_at(inst, x, game.rows)  # external resources: each server's room at x
     if lam is not None and [len(li) for li in lam] != [len(r.capacity) for r in game.rows]:
         lam = None
-    if lam is None:
-        lam = game.multipliers(x)
     ub = pair_bounds(inst, x, bounds)
+    if lam is None:
+        lam = game.multipliers(x, ub=ub)
     out: dict[str, Any] = {"ncp_residual": game.residual(x, lam, ub),
                            "ncp_residual_scaled": game.residual(x, lam, ub, scaled=True),
                            "psi": game.psi(x, lam),
@@ -1305,13 +1305,23 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
             first = 0.5
         with tqdm(total=1.0, desc="apf-vds newton (α-continuation)", disable=None, leave=False,
                   bar_format="{l_bar}{bar}| t={n:.3f} [{elapsed}]") as bar:
-            xs = x0 if finite.all() else _proportional_start(inst, x0, tol, cap, session, start_info)
-            res, path = continuation(make if not target_is_start else (lambda t: make(1.0)), xs,
-                                     g0.multipliers(xs) if not target_is_start else make(1.0).multipliers(xs),
-                                     rescale, tol=tol, expired=session.expired, progress=bar, max_iter=cap,
-                                     first_step=first,
-                                     rescue=partial(_sweep_rescue, expired=session.expired) if RESCUE_SWEEPS
-                                     else None)
+            si = (x0, (g0 if not target_is_start else make(1.0)).multipliers(x0), None)
+            starts = [si]
+            if not finite.all():  # the path's first game is not convex: two starts (_proportional_start)
+                pf = _proportional_start(inst, g0, x0, tol, cap, session, start_info)
+                starts = [pf, si] if start_info["ok"] else [si]
+            path = []
+            for k, (xs, lam0, mu0) in enumerate(starts):
+                res, more = continuation(make if not target_is_start else (lambda t: make(1.0)), xs, lam0,
+                                         rescale, tol=tol, expired=session.expired, progress=bar,
+                                         max_iter=cap, first_step=first, mu0=mu0,
+                                         rescue=partial(_sweep_rescue, expired=session.expired)
+                                         if RESCUE_SWEEPS else None)
+                if k:
+                    more[0]["start"] = "sharing-incentive point"
+                path += more
+                if more[0]["ok"] or session.expired():
+                    break
         path = tried + path
     reached = max((h["t"] for h in path if h["ok"]), default=None)
     info = {"iterations": int(sum(h["iterations"] for h in path)) + start_info.get("iterations", 0),
@@ -1368,7 +1378,8 @@ def _canonical_split(game: ApfGame, res: Any, tol: float, session: Session) -> t
     f, sl, m, _ = arr.f(xp, lv)
     X = arr.totals(xp)
     allowed = np.flatnonzero(f / m <= tol)
-    active = lv / arr.lam_scale(m) > tol  # rows priced (a multiplier within tol of 0 may go slack)
+    # rows priced (a multiplier within tol of 0 on the certificate's scale may go slack)
+    active = lv / arr.support_scale(xp, m, arr.lam_scale(m)) > tol
     usage = arr.cap - sl
     info: dict[str, Any] = {"rule": "canonical vertex of the splits with these totals and multipliers"}
     # the LP in bulk (fairalloc.solvers.linear: rows as arrays; at 1000 x 250, α = 1, every one of the
@@ -1412,20 +1423,50 @@ def _canonical_split(game: ApfGame, res: Any, tol: float, session: Session) -> t
     return again, info
 
 
-def _proportional_start(inst: Instance, x0: np.ndarray, tol: float, cap: int, session: Session,
-                        info: dict[str, Any]) -> np.ndarray:
-    """The continuation's start where some ``α_i = inf``: weighted proportional fairness at *every* server
-    (α = 1, A = 1, B = 0: a convex problem, the path's first game without its leximin servers) by Newton
-    from ``x0``, or ``x0`` where that does not certify. The path's first game itself (α = 1 at the finite
-    servers, leximin at the others) is not convex: on 200 × 32 placement seed 9 (α = 3 at the finite
-    servers) Newton on it stalled from the sharing-incentive point even after the rescue sweeps, and
-    certified from this point. ``info``: what ran (``details.newton.start``)."""
+def _proportional_start(inst: Instance, g0: ApfGame, x0: np.ndarray, tol: float, cap: int, session: Session,
+                        info: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray], np.ndarray | None]:
+    """The continuation's first start where some ``α_i = inf``: weighted proportional fairness at *every*
+    server (α = 1, A = 1, B = 0: a convex problem, the path's first game without its leximin servers) by
+    Newton from ``x0`` (``x0`` where that does not certify; ``info["ok"]`` says which). The path's first
+    game ``g0`` itself (α = 1 at the finite servers, leximin at the others) is not convex: on 200 × 32
+    placement seed 9 (α = 3 at the finite servers) Newton on it stalled from the sharing-incentive point
+    even after the rescue sweeps, and certified from this point; on two of six unseen-style 200 × 32
+    instances with an external resource (α = 3 at the finite servers) it was the other way round, so the
+    caller runs the continuation again from the sharing-incentive point where the first game does not
+    certify from this one (``details.newton.continuation``: that entry says ``"start"``). ``info``: what
+    ran (``details.newton.start``).
+
+    Returns the point with ``g0``'s starting multipliers: at the finite servers and on the shared coupling
+    rows (task limits, budgets, external resources) those of the α = 1 point, which ``g0`` has there in
+    the same utility scale; at the leximin servers the inverse levels, their external rows' ``M_{i,e}``
+    too (the pool's row with the room the others leave, :func:`with_room`). Recomputed from the point
+    alone (:meth:`ApfGame.multipliers`), the coupling prices would start at 0 and the finite servers'
+    equations have no exact fit: on a third of those six instances Newton on ``g0`` then stalled at
+    3·10⁻⁷ and certified from this start."""
     one = np.ones(inst.n_servers)
     c = utility_scale(inst, one, one, 0 * one)
     g = _game(inst, one, *_scaled(one, one, 0 * one, c), c)
     pf = newton(g, x0, g.multipliers(x0), tol, max_iter=4 * cap, expired=session.expired)
     info.update(point="alpha = 1 at every server", iterations=pf.iterations, ok=pf.ok)
-    return pf.x if pf.ok else x0
+    if not pf.ok:
+        return x0, g0.multipliers(x0), None
+    from fairalloc.models._apf_newton import _Arrays
+
+    lex = np.zeros(inst.n_servers, bool) if g0.leximin is None else g0.leximin
+    lam = [li if lex[r.server] else own
+           for r, li, own in zip(g0.rows, g0.multipliers(pf.x), pf.lam)]
+    shared = dict(zip(coupling_rows(g), pf.mu))
+    arr = _Arrays(g0)
+    levels = {r.server: (room := with_room(inst, pf.x, r), g0.inverse_levels(pf.x, room))
+              for r in g0.rows if lex[r.server]}
+    mu = []
+    for j, (kind, e) in enumerate(arr.coupling):
+        if kind == "external-leximin":  # M_{i,e}: the inverse level of the pool's row at server i
+            room, inv = levels[int(arr.row_server[arr.ns + j])]
+            mu.append(float(inv[room.names.index(inst.external[e])]))
+        else:
+            mu.append(shared.get((kind, e), 0.0))
+    return pf.x, lam, np.array(mu)
 
 
 def _coupling_details(game: ApfGame, mu: np.ndarray, details: dict[str, Any]) -> None:

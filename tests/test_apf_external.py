@@ -111,6 +111,51 @@ def test_inf_servers_with_external(fam, algorithm):
         assert _thm1_holds(inst, r.allocation, servers=[0, 3])
 
 
+def test_first_game_starts_with_the_shared_prices():
+    """With α = inf at some servers the path's first game (α = 1 at the others, leximin there) starts at
+    the α = 1 point of every server with its multipliers: the finite servers' λ and the external
+    resource's shared price carry over, so their pairs start certified. Recomputed from the point alone,
+    the price started at 0 and those pairs were off by the link's part of the marginal."""
+    from fairalloc.models import apf_vds as M
+    from fairalloc.models._apf_newton import _Arrays
+    from fairalloc.models.feasible import uniform_split
+    from fairalloc.solvers import Session
+
+    inst = random_instance(0, 30, 6, 4, **FAMILIES["external"])
+    finite = np.array([False, True, True, False, True, True])
+    at, one = np.where(finite, 1.0, np.inf), np.ones(6)
+    c = M.utility_scale(inst, at, one, 0 * one)
+    g0 = M._game(inst, at, *M._scaled(at, one, 0 * one, c), c, leximin=True)
+    info: dict = {}
+    x, lam, mu = M._proportional_start(inst, g0, uniform_split(inst), 1e-10, 60, Session(), info)
+    assert info["ok"]
+    arr = _Arrays(g0)
+    assert mu[arr.coupling.index(("external", 0))] > 0
+    xp, lv = arr.pack(x, lam, mu)
+    f, _, m, _ = arr.f(xp, lv)
+    own = finite[arr.pi]
+    assert np.abs(np.minimum(xp / arr.totals(xp)[arr.pn], f / m))[own].max() <= 1e-8
+    lv0 = arr.pack(x, g0.multipliers(x), None)[1]
+    f0, _, m0, _ = arr.f(xp, lv0)
+    assert np.abs(np.minimum(xp / arr.totals(xp)[arr.pn], f0 / m0))[own].max() > 1e-2
+
+
+def test_first_game_from_the_second_start():
+    """The path's first game is not convex: on this instance Newton does not certify it from the α = 1
+    point (even with the rescue sweeps) and does from the sharing-incentive point, which the
+    continuation then starts from; the result carries Thm 1 at the inf servers and the Nash check."""
+    from fairalloc.verify import verify
+
+    inst = random_instance(29, 40, 8, 4, **FAMILIES["mixed"])
+    r = fairalloc.solve(inst, "apf-vds", alpha="inf,3,3,3,inf,3,3,3")
+    path = r.details["newton"]["continuation"]
+    assert r.status.value == "optimal" and r.details["algorithm"] == "newton"
+    first = [h for h in path if h["t"] == 0.0]
+    assert [h["ok"] for h in first] == [False, True] and first[1]["start"] == "sharing-incentive point"
+    assert r.details["certificate"]["holds"] and _thm1_holds(inst, r.allocation, servers=[0, 4])
+    assert verify(inst, r, items=("nash",))["nash"]["holds"]
+
+
 def test_certificate_reads_external_rows():
     """Thm 1 with an external resource: two users on two servers share one link. At the equal split the
     link is each user's bottleneck; taking from one breaks it."""

@@ -12,7 +12,7 @@ import pytest
 from fairalloc import Instance, load_instance, solve
 from fairalloc.cli import main
 from fairalloc.errors import FairallocError
-from fairalloc.generate import random_instance
+from fairalloc.generate import FAMILIES, random_instance
 from fairalloc.verify import ITEMS, verify
 from fairalloc.verify.bottleneck import bottleneck_fair
 from fairalloc.verify.feasibility import feasibility
@@ -198,6 +198,19 @@ def test_nash_item_is_unit_free(alpha, kw):
                          for n, u in enumerate(inst.users)}
     off = verify(other, doc, items=("nash",))["nash"]
     assert off["holds"] is False and off["relative_gain"] > 1e-3
+
+
+def test_nash_item_recomputes_prices_that_certify():
+    """The multipliers the check recomputes from the allocation alone certify the mechanism's own
+    results: on these a user with a tiny total (a huge marginal at α = 8) once let Newton stop with a
+    price on a row with slack, pairs at a task limit (f < 0 allowed) were fitted as equations, and a
+    server left empty by a full external pool had no prices at all."""
+    for seed, fam, alpha in [(1, "external", 8.0), (0, "mixed", 2.0), (1, "mixed", 2.0)]:
+        inst = random_instance(seed, 30, 6, 4, **FAMILIES[fam])
+        r = solve(inst, "apf-vds", alpha=alpha)
+        assert r.status.value == "optimal"
+        nash = verify(inst, r, items=("nash",))["nash"]
+        assert nash["holds"] is True and nash["ncp_residual_scaled"] < 1e-8, (seed, fam, nash)
 
 
 def test_kkt_and_si_definitions(examples):
