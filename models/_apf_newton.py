@@ -16,7 +16,7 @@ saturated row's multiplier can lie far below the bound (rows whose users' levels
 have multipliers about ``z^α`` apart; at α ≈ 34 on a 50 × 8 instance they spanned 10⁻²⁸…45): scaled by
 the bound, those rows made Newton's system singular to working precision (condition number 10⁶¹, every
 step failed its line search); scaled by their multipliers, the same step certified in 15 iterations.
-Where the game's largest α exceeds ``SUPPORT_SCALE_ABOVE`` (8), every row is scaled by its multiplier kept
+Where the game's largest α exceeds ``SUPPORT_SCALE_ABOVE`` (4), every row is scaled by its multiplier kept
 between the least ``g'/(γd)`` of its users in the support and the bound (:meth:`_Arrays.support_scale`):
 a positive multiplier cannot exceed the former at a solution (it would price that user out), and that
 user's pair needs the multiplier to that precision — an idle row scaled by the bound left multipliers of
@@ -137,7 +137,7 @@ ROW_SCALE_GAP = 1e-8
 # the support and the bound Λ, with the bound scales as Newton's second try (newton). 23 cases at α 16-128
 # (20 x 4, 50 x 8, 200 x 32): 18 certified against 13 (the support scales alone: also 18, a different set);
 # at α <= 8 the rule above was as good and faster (50 cases at 200 x 32: 102.7 s against 138.4 s)
-SUPPORT_SCALE_ABOVE = 8.0
+SUPPORT_SCALE_ABOVE = 4.0
 LEAP_BELOW = 1e-2  # continuation: once the step is halved below this, try leaps ...
 LEAP_FRACTIONS = (0.05, 0.15, 0.4, 1.0)  # ... of the rest of the path, once per point
 # the Newton system is solved densely (Schur complement on the rows) where rows × max(rows, users) lies in
