@@ -16,12 +16,13 @@ saturated row's multiplier can lie far below the bound (rows whose users' levels
 have multipliers about ``z^α`` apart; at α ≈ 34 on a 50 × 8 instance they spanned 10⁻²⁸…45): scaled by
 the bound, those rows made Newton's system singular to working precision (condition number 10⁶¹, every
 step failed its line search); scaled by their multipliers, the same step certified in 15 iterations.
-Where the game's largest α exceeds ``SUPPORT_SCALE_ABOVE`` (4), every row is scaled by its multiplier kept
-between the least ``g'/(γd)`` of its users in the support and the bound (:meth:`_Arrays.support_scale`):
-a positive multiplier cannot exceed the former at a solution (it would price that user out), and that
-user's pair needs the multiplier to that precision — an idle row scaled by the bound left multipliers of
-10⁻¹⁸ that were 10⁻⁸ of a small user's marginal. Where Newton does not certify with these scales, it runs
-again from the same start with the scales above (:func:`newton`).
+First, though, where the game's largest α exceeds ``SUPPORT_SCALE_ABOVE`` (4), or the game has an
+external resource, every row is scaled by its multiplier kept between the least ``g'/(γd)`` of its users
+in the support and the bound (:meth:`_Arrays.support_scale`, the certificate's scale below): a positive
+multiplier cannot exceed the former at a solution (it would price that user out), and that user's pair
+needs the multiplier to that precision — an idle row scaled by the bound left multipliers of 10⁻¹⁸ that
+were 10⁻⁸ of a small user's marginal. Where Newton does not certify with these scales, it runs again from
+the same start with the scales above (:func:`newton`).
 
 **Log form** (``LOG_PAIRS``, the default): the pair's second side is ``v = log ρ_{n,i}``, ``ρ = (Σ_r
 λ_{i,r} d_{n,r})/m_{n,i}`` (``m = g'/γ``), continued linearly below ``ρ = RHO0`` (where ``Σ λ d ≤ 0`` the
@@ -134,9 +135,13 @@ LOG_RHO0 = float(np.log(RHO0))
 # (two runs at a time, the two settings at different times)
 ROW_SCALE_GAP = 1e-8
 # ... and above this α, every row's σ^λ is its multiplier kept between the least m/d of the row's users in
-# the support and the bound Λ, with the bound scales as Newton's second try (newton). 23 cases at α 16-128
-# (20 x 4, 50 x 8, 200 x 32): 18 certified against 13 (the support scales alone: also 18, a different set);
-# at α <= 8 the rule above was as good and faster (50 cases at 200 x 32: 102.7 s against 138.4 s)
+# the support (the certificate's scale) and the bound Λ, with the bound scales as Newton's second try
+# (newton). 23 cases at α 16-128 (20 x 4, 50 x 8, 200 x 32): 18 certified against 13. Once the certificate
+# took that scale, the bound scales first lost at α = 8 with an external resource (0 of 6 at 200 x 32,
+# against 6 of 6) and on α = inf mixes with one (26 of 27, 466.6 s, against 27 of 27, 125.7 s); without
+# external resources they were as good below α = 4 (46 cases at 200 x 32) and certified a mix with a
+# binding budget (12 x 4) that the support scales first did not: the support scales first above this α,
+# and in every game with an external resource (newton)
 SUPPORT_SCALE_ABOVE = 4.0
 LEAP_BELOW = 1e-2  # continuation: once the step is halved below this, try leaps ...
 LEAP_FRACTIONS = (0.05, 0.15, 0.4, 1.0)  # ... of the rest of the path, once per point
@@ -469,16 +474,18 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
     """Regularised semismooth Newton on ``Φ = 0`` (module docstring) from ``(x, λ)``; ``ok`` when
     :func:`scaled_residual` ``≤ tol``. By default the pairs are in log form; where that does not certify
     (seen with binding budgets: the log form stalls at the start point) and time is left, the f/σ^f form
-    is tried from the same start and the best end point is returned. Above ``SUPPORT_SCALE_ABOVE`` the
-    rows are first scaled from the support, and the log form with the bound scales is tried second.
+    is tried from the same start and the best end point is returned. Above ``SUPPORT_SCALE_ABOVE``, and
+    in a game with an external resource, each form is tried with the rows scaled from the support first,
+    then with the bound scales.
     ``arrays``: the game's, if already built."""
     a = _Arrays(game) if arrays is None else arrays
-    support = bool(a.game.alpha.max() > SUPPORT_SCALE_ABOVE)
+    support = bool(a.game.alpha.max() > SUPPORT_SCALE_ABOVE
+                   or any(kind.startswith("external") for kind, _ in a.coupling))
     forms = [True, False] if log_pairs is None and LOG_PAIRS else [bool(log_pairs)]
-    # (pair form, row scales from the support): the support scales first above SUPPORT_SCALE_ABOVE,
-    # and where they do not certify, the bound scales from the same start (module docstring)
-    attempts = [(forms[0], support), *([(forms[0], False)] if support else []),
-                *[(f, support) for f in forms[1:]]]
+    # (pair form, row scales from the support): the support scales first above SUPPORT_SCALE_ABOVE, and
+    # where they do not certify, the bound scales from the same start (module docstring); then the
+    # f/σ^f form the same way (a binding budget needed it with the bound scales: 12 x 4, plain)
+    attempts = [(f, s) for f in forms for s in ([True, False] if support else [False])]
     best, total = None, 0
     for log_form, from_support in attempts:
         r = _newton(a, x, lam, tol, max_iter, expired, mu, log_form, from_support)
