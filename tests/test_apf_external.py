@@ -146,6 +146,7 @@ def test_first_game_from_the_second_start(monkeypatch):
     200 × 32 instances it did so before the external rows took the support scales), the continuation runs
     again from the sharing-incentive point, marked in the path; the result carries Thm 1 at the inf
     servers and the Nash check."""
+    from fairalloc.models import _apf_newton
     from fairalloc.models import apf_vds as M
     from fairalloc.verify import verify
 
@@ -158,8 +159,6 @@ def test_first_game_from_the_second_start(monkeypatch):
             return _apf_newton.NewtonResult(x, lam, False, 1, 1.0, "forced"), [
                 {"t": 0.0, "iterations": 1, "residual": 1.0, "ok": False}]
         return real(make, x, lam, *args, **kw)
-
-    from fairalloc.models import _apf_newton
 
     monkeypatch.setattr(M, "continuation", first_fails)
     monkeypatch.setattr(M, "DIRECT_FIRST", False)  # (the target from the SI point certifies here)
