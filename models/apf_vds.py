@@ -1305,13 +1305,16 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
             first = 0.5
         with tqdm(total=1.0, desc="apf-vds newton (α-continuation)", disable=None, leave=False,
                   bar_format="{l_bar}{bar}| t={n:.3f} [{elapsed}]") as bar:
-            si = (x0, (g0 if not target_is_start else make(1.0)).multipliers(x0), None)
-            starts = [si]
+            def si() -> tuple[np.ndarray, list[np.ndarray], None]:
+                return x0, (g0 if not target_is_start else make(1.0)).multipliers(x0), None
+
+            starts: list[Callable[[], Any]] = [si]
             if not finite.all():  # the path's first game is not convex: two starts (_proportional_start)
                 pf = _proportional_start(inst, g0, x0, tol, cap, session, start_info)
-                starts = [pf, si] if start_info["ok"] else [si]
+                starts = [lambda: pf, si] if pf is not None else [si]
             path = []
-            for k, (xs, lam0, mu0) in enumerate(starts):
+            for k, start_at in enumerate(starts):
+                xs, lam0, mu0 = start_at()
                 res, more = continuation(make if not target_is_start else (lambda t: make(1.0)), xs, lam0,
                                          rescale, tol=tol, expired=session.expired, progress=bar,
                                          max_iter=cap, first_step=first, mu0=mu0,
@@ -1424,10 +1427,10 @@ def _canonical_split(game: ApfGame, res: Any, tol: float, session: Session) -> t
 
 
 def _proportional_start(inst: Instance, g0: ApfGame, x0: np.ndarray, tol: float, cap: int, session: Session,
-                        info: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray], np.ndarray | None]:
+                        info: dict[str, Any]) -> tuple[np.ndarray, list[np.ndarray], np.ndarray] | None:
     """The continuation's first start where some ``α_i = inf``: weighted proportional fairness at *every*
     server (α = 1, A = 1, B = 0: a convex problem, the path's first game without its leximin servers) by
-    Newton from ``x0`` (``x0`` where that does not certify; ``info["ok"]`` says which). The path's first
+    Newton from ``x0`` (``None`` where that does not certify; ``info["ok"]`` says so too). The path's first
     game ``g0`` itself (α = 1 at the finite servers, leximin at the others) is not convex: on 200 × 32
     placement seed 9 (α = 3 at the finite servers) Newton on it stalled from the sharing-incentive point
     even after the rescue sweeps, and certified from this point; on two of six unseen-style 200 × 32
@@ -1449,16 +1452,16 @@ def _proportional_start(inst: Instance, g0: ApfGame, x0: np.ndarray, tol: float,
     pf = newton(g, x0, g.multipliers(x0), tol, max_iter=4 * cap, expired=session.expired)
     info.update(point="alpha = 1 at every server", iterations=pf.iterations, ok=pf.ok)
     if not pf.ok:
-        return x0, g0.multipliers(x0), None
+        return None
     from fairalloc.models._apf_newton import _Arrays
 
     lex = np.zeros(inst.n_servers, bool) if g0.leximin is None else g0.leximin
-    lam = [li if lex[r.server] else own
-           for r, li, own in zip(g0.rows, g0.multipliers(pf.x), pf.lam)]
-    shared = dict(zip(coupling_rows(g), pf.mu))
-    arr = _Arrays(g0)
+    # a leximin server's inverse levels on its own rows, then on its external rows (with_room appends them)
     levels = {r.server: (room := with_room(inst, pf.x, r), g0.inverse_levels(pf.x, room))
               for r in g0.rows if lex[r.server]}
+    lam = [levels[r.server][1][:len(r.capacity)] if lex[r.server] else own for r, own in zip(g0.rows, pf.lam)]
+    shared = dict(zip(coupling_rows(g), pf.mu))
+    arr = _Arrays(g0)
     mu = []
     for j, (kind, e) in enumerate(arr.coupling):
         if kind == "external-leximin":  # M_{i,e}: the inverse level of the pool's row at server i
