@@ -1291,7 +1291,8 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     start_info: dict[str, Any] = {}
     if DIRECT_FIRST and not target_is_start:
         g1 = make(1.0)
-        direct = newton(g1, x0, g1.multipliers(x0), tol, max_iter=4 * cap, expired=session.expired)
+        direct = newton(g1, x0, g1.multipliers(x0), tol, max_iter=4 * cap, expired=session.expired,
+                        cold=True)
         tried = [{"t": 1.0, "iterations": direct.iterations, "residual": direct.residual, "ok": direct.ok,
                   "direct": True}]
         log.info("apf-vds newton at the target from the sharing-incentive point: %s in %d iterations "
@@ -1317,7 +1318,7 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
                 xs, lam0, mu0 = start_at()
                 res, more = continuation(make if not target_is_start else (lambda t: make(1.0)), xs, lam0,
                                          rescale, tol=tol, expired=session.expired, progress=bar,
-                                         max_iter=cap, first_step=first, mu0=mu0,
+                                         max_iter=cap, first_step=first, mu0=mu0, cold=start_at is si,
                                          rescue=partial(_sweep_rescue, expired=session.expired)
                                          if RESCUE_SWEEPS else None)
                 if k:
@@ -1449,7 +1450,7 @@ def _proportional_start(inst: Instance, g0: ApfGame, x0: np.ndarray, tol: float,
     one = np.ones(inst.n_servers)
     c = utility_scale(inst, one, one, 0 * one)
     g = _game(inst, one, *_scaled(one, one, 0 * one, c), c)
-    pf = newton(g, x0, g.multipliers(x0), tol, max_iter=4 * cap, expired=session.expired)
+    pf = newton(g, x0, g.multipliers(x0), tol, max_iter=4 * cap, expired=session.expired, cold=True)
     info.update(point="alpha = 1 at every server", iterations=pf.iterations, ok=pf.ok)
     if not pf.ok:
         return None

@@ -681,3 +681,41 @@ def test_any_order_of_users_and_servers_gives_the_same_allocation(monkeypatch, s
     monkeypatch.setattr(apf_vds, "_canonical_split", lambda game, res, tol, session: (res, {}))
     x, y, _ = both()
     assert np.abs(y - x).max() > 1e-3 * x.max()  # without the rule the orders disagree
+
+
+def test_smoothed_fischer_burmeister_vanishes_on_the_central_path():
+    a = np.array([1.0, 1e-3, 4.0, 0.0, 2.0])
+    for eps in (1e-2, 1e-5):
+        b = eps**2 / np.where(a > 0, a, 1.0)
+        assert np.abs(_apf_newton._fb(a[a > 0], b[a > 0], eps)).max() <= 1e-15 * (1 + b.max())
+    # ε = 0 is the plain function: zero exactly on complementary pairs
+    assert np.array_equal(_apf_newton._fb(np.array([0.0, 2.0, 0.0]), np.array([3.0, 0.0, 0.0]), 0.0),
+                          np.zeros(3))
+    assert _apf_newton._fb(np.array([1.0]), np.array([1.0]), 0.0)[0] < 0
+
+
+@pytest.mark.parametrize("fam", ["plain", "placement", "weights", "external"])
+def test_the_smoothed_cold_start_reaches_the_plain_equilibrium(monkeypatch, fam):
+    """Large games start Newton on the smoothed function from the sharing-incentive point; with the size
+    threshold lowered so that 40 × 8 counts as large, the smoothed attempt certifies on its own and the
+    result is the plain route's: the same user totals to 1e-8, the same canonical allocation."""
+    inst = _inst(1310, fam, N=40, K=8)
+    plain = solve(inst, "apf-vds", alpha=2, gains=False)
+    attempts = []
+    real = _apf_newton._newton
+
+    def spy(*args, **kw):
+        r = real(*args, **kw)
+        attempts.append((args[9] if len(args) > 9 else kw.get("smooth", 0.0), r.ok))
+        return r
+
+    monkeypatch.setattr(_apf_newton, "_newton", spy)
+    monkeypatch.setattr(_apf_newton, "SMOOTH_PAIRS", 0)
+    smoothed = solve(inst, "apf-vds", alpha=2, gains=False)
+    assert attempts[0] == (_apf_newton.SMOOTH0, True)  # the direct attempt, smoothed, certified
+    assert all(s == 0.0 for s, _ in attempts[1:])  # the canonical split's Newton is not a cold start
+    for r in (plain, smoothed):
+        assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-9
+    np.testing.assert_allclose(smoothed.allocation.sum(axis=1), plain.allocation.sum(axis=1), rtol=1e-8)
+    np.testing.assert_allclose(smoothed.allocation, plain.allocation, rtol=0,
+                               atol=1e-8 * float(plain.allocation.max()))
