@@ -109,8 +109,9 @@ the plain attempts follow from the same start (:func:`newton`). Callers say whic
 (``cold=True``); a start near a solution (a continuation step, the canonical split) is not smoothed.
 Smaller games keep the plain attempts only (an earlier variant with ``ε`` tied to the residual was slower
 at 200 × 32: α = 3 in 3.2 s against 0.97 s), and so do games with leximin servers (``α_i = ∞``), whose
-``max_r`` the smoothing leaves non-smooth: at 1000 × 250 with every fourth server leximin the smoothed
-attempt did not certify and cost about 40 s; with every server leximin (PS-DSF) it certified at
+``max_r`` the smoothing leaves non-smooth: at 1000 × 250 with every fourth server leximin the direct
+attempt with the smoothed one first did not certify (176 iterations, 70.6 s), and the continuation then
+ran out of the 120 s; with every server leximin (PS-DSF) it certified at
 200 × 32 (203 iterations, Thm 1 holding) but stalled at 1000 × 250 (residual 7·10⁻³ after 309).
 
 **Certificate.** :func:`scaled_residual`: ``max |min(x_{n,i}/X_n, f_{n,i}/(g_i'/γ_{n,i}))|`` over pairs and
