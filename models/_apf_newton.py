@@ -444,6 +444,11 @@ class _Arrays:
         np.minimum.at(low, k[sup], ratio[sup])
         return np.minimum(low, bound)
 
+    def certificate_scale(self, xp: np.ndarray, m: np.ndarray) -> np.ndarray:
+        """``Λ_k``, the certificate's row scale (module docstring): :meth:`support_scale` capped by
+        :meth:`lam_scale`."""
+        return self.support_scale(xp, m, self.lam_scale(m))
+
     def lam_scale(self, m: np.ndarray) -> np.ndarray:
         """``max_{p in row k} m_p / d_{p,k}``: the largest multiplier row ``k`` can need (Newton's scale
         ``σ^λ``; the certificate's ``Λ_k`` is :meth:`support_scale` below it)."""
@@ -478,8 +483,7 @@ def _residual(a: _Arrays, xp: np.ndarray, lv: np.ndarray, f: np.ndarray, sl: np.
     X = a.totals(xp)
     res = np.abs(np.minimum(xp / X[a.pn], f / m)).max(initial=0.0)
     if a.nr:
-        scale = a.support_scale(xp, m, a.lam_scale(m))
-        res = max(res, np.abs(np.minimum(lv / scale, sl / a.cap_scale)).max())
+        res = max(res, np.abs(np.minimum(lv / a.certificate_scale(xp, m), sl / a.cap_scale)).max())
     return float(res)
 
 

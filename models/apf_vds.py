@@ -1383,7 +1383,7 @@ def _canonical_split(game: ApfGame, res: Any, tol: float, session: Session) -> t
     X = arr.totals(xp)
     allowed = np.flatnonzero(f / m <= tol)
     # rows priced (a multiplier within tol of 0 on the certificate's scale may go slack)
-    active = lv / arr.support_scale(xp, m, arr.lam_scale(m)) > tol
+    active = lv / arr.certificate_scale(xp, m) > tol
     usage = arr.cap - sl
     info: dict[str, Any] = {"rule": "canonical vertex of the splits with these totals and multipliers"}
     # the LP in bulk (fairalloc.solvers.linear: rows as arrays; at 1000 x 250, α = 1, every one of the
@@ -1447,21 +1447,23 @@ def _proportional_start(inst: Instance, g0: ApfGame, x0: np.ndarray, tol: float,
     alone (:meth:`ApfGame.multipliers`), the coupling prices would start at 0 and the finite servers'
     equations have no exact fit: on a third of those six instances Newton on ``g0`` then stalled at
     3·10⁻⁷ and certified from this start."""
+    from fairalloc.models._apf_newton import _Arrays
+
     one = np.ones(inst.n_servers)
     c = utility_scale(inst, one, one, 0 * one)
     g = _game(inst, one, *_scaled(one, one, 0 * one, c), c)
-    pf = newton(g, x0, g.multipliers(x0), tol, max_iter=4 * cap, expired=session.expired, cold=True)
+    ag = _Arrays(g)  # (built once: Newton's arrays and the coupling rows' order)
+    pf = newton(g, x0, g.multipliers(x0), tol, max_iter=4 * cap, expired=session.expired, cold=True,
+                arrays=ag)
     info.update(point="alpha = 1 at every server", iterations=pf.iterations, ok=pf.ok)
     if not pf.ok:
         return None
-    from fairalloc.models._apf_newton import _Arrays
-
     lex = np.zeros(inst.n_servers, bool) if g0.leximin is None else g0.leximin
     # a leximin server's inverse levels on its own rows, then on its external rows (with_room appends them)
     levels = {r.server: (room := with_room(inst, pf.x, r), g0.inverse_levels(pf.x, room))
               for r in g0.rows if lex[r.server]}
     lam = [levels[r.server][1][:len(r.capacity)] if lex[r.server] else own for r, own in zip(g0.rows, pf.lam)]
-    shared = dict(zip(coupling_rows(g), pf.mu))
+    shared = dict(zip(ag.coupling, pf.mu))
     arr = _Arrays(g0)
     mu = []
     for j, (kind, e) in enumerate(arr.coupling):
