@@ -105,8 +105,10 @@ The Newton system is the same with ``√(a² + b² + 2ε²)`` in the derivatives
 the plain iteration from that point stalls at a scaled residual of 8.8·10⁻⁶ (about 7 900 pairs in the
 support where a vertex split needs 2 000; the system nearly singular along the split, the line search
 cutting steps to 10⁻⁶–10⁻³), and the smoothed one certifies in 108 iterations. Where it does not certify,
-the plain attempts follow from the same start (:func:`newton`). Callers say which starts are cold
-(``cold=True``); a start near a solution (a continuation step, the canonical split) is not smoothed.
+the plain attempts follow from the same start (:func:`newton`), unless the caller has another route
+(``plain_after_smooth=False``: αPF-VDS's direct attempt, which the α-continuation follows). Callers say
+which starts are cold (``cold=True``); a start near a solution (a continuation step, the canonical split) is
+not smoothed.
 Smaller games keep the plain attempts only (an earlier variant with ``ε`` tied to the residual was slower
 at 200 × 32: α = 3 in 3.2 s against 0.97 s), and so do games with leximin servers (``α_i = ∞``), whose
 ``max_r`` the smoothing leaves non-smooth: at 1000 × 250 with every fourth server leximin the direct
@@ -518,15 +520,16 @@ def _fb(a: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
 
 def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-10, max_iter: int = 100,
            expired: Callable[[], bool] | None = None, mu: np.ndarray | None = None,
-           log_pairs: bool | None = None, arrays: _Arrays | None = None, cold: bool = False) -> NewtonResult:
+           log_pairs: bool | None = None, arrays: _Arrays | None = None, cold: bool = False,
+           plain_after_smooth: bool = True) -> NewtonResult:
     """Regularised semismooth Newton on ``Φ = 0`` (module docstring) from ``(x, λ)``; ``ok`` when
     :func:`scaled_residual` ``≤ tol``. By default the pairs are in log form; where that does not certify
     (seen with binding budgets: the log form stalls at the start point) and time is left, the f/σ^f form
     is tried from the same start and the best end point is returned. Above ``SUPPORT_SCALE_ABOVE``, and
     in a game with an external resource, each form is tried with the rows scaled from the support first,
     then with the bound scales. ``cold``: the start is far from any solution (the sharing-incentive
-    point); on a game of at least ``SMOOTH_PAIRS`` pairs a smoothed attempt comes first (module docstring).
-    ``arrays``: the game's, if already built."""
+    point); on a game of at least ``SMOOTH_PAIRS`` pairs a smoothed attempt comes first (module docstring),
+    and with ``plain_after_smooth=False`` it is the only one. ``arrays``: the game's, if already built."""
     a = _Arrays(game) if arrays is None else arrays
     support = bool(a.game.alpha.max() > SUPPORT_SCALE_ABOVE
                    or any(kind.startswith("external") for kind, _ in a.coupling))
@@ -536,7 +539,8 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
     # f/σ^f form the same way (a binding budget needed it with the bound scales: 12 x 4, plain)
     attempts = [(f, s, 0.0) for f in forms for s in ([True, False] if support else [False])]
     if cold and a.np_ >= SMOOTH_PAIRS and a.lex is None:  # (not with leximin servers: module docstring)
-        attempts = [(attempts[0][0], attempts[0][1], SMOOTH0), *attempts]
+        smoothed = (attempts[0][0], attempts[0][1], SMOOTH0)
+        attempts = [smoothed, *attempts] if plain_after_smooth else [smoothed]
     best, total = None, 0
     for log_form, from_support, smooth in attempts:
         r = _newton(a, x, lam, tol, max_iter, expired, mu, log_form, from_support, smooth)

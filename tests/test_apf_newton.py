@@ -13,7 +13,14 @@ from fairalloc.generate import FAMILIES, random_instance
 from fairalloc.models import _apf_newton
 from fairalloc.models._apf_newton import scaled_residual
 from fairalloc.models._perserver import deviation_from_psdsf, normalized
-from fairalloc.models.apf_vds import _game, _scaled, nash_conditions, utility_parameters, utility_scale
+from fairalloc.models.apf_vds import (
+    _game,
+    _scaled,
+    nash_conditions,
+    uniform_split,
+    utility_parameters,
+    utility_scale,
+)
 from fairalloc.verify import feasibility
 
 GAME_FAMILIES = ["plain", "placement", "weights", "time-shared"]  # the others couple servers
@@ -719,3 +726,37 @@ def test_the_smoothed_cold_start_reaches_the_plain_equilibrium(monkeypatch, fam)
     np.testing.assert_allclose(smoothed.allocation.sum(axis=1), plain.allocation.sum(axis=1), rtol=1e-8)
     np.testing.assert_allclose(smoothed.allocation, plain.allocation, rtol=0,
                                atol=1e-8 * float(plain.allocation.max()))
+
+
+def test_a_failed_smoothed_direct_attempt_hands_over_to_the_continuation(monkeypatch):
+    """Where the smoothed attempt at the target does not certify, αPF-VDS's direct attempt ends there (no
+    plain attempts from the same start) and the α-continuation certifies; ``newton`` itself still follows
+    a failed smoothed attempt with the plain ones unless told not to."""
+    inst = _inst(1310, "plain", N=40, K=8)
+    attempts = []
+    real = _apf_newton._newton
+
+    def spy(*args, **kw):
+        smooth = args[9] if len(args) > 9 else kw.get("smooth", 0.0)
+        if smooth:  # the smoothed attempt fails at once
+            args = (*args[:4], 1, *args[5:])
+        r = real(*args, **kw)
+        attempts.append((smooth, r.ok))
+        return r
+
+    monkeypatch.setattr(_apf_newton, "_newton", spy)
+    monkeypatch.setattr(_apf_newton, "SMOOTH_PAIRS", 0)
+    res = solve(inst, "apf-vds", alpha=2, gains=False)
+    assert res.status.value == "optimal" and res.details["ncp_residual_scaled"] <= 1e-9
+    path = res.details["newton"]["continuation"]
+    assert path[0]["direct"] and not path[0]["ok"] and path[0]["iterations"] == 1
+    assert path[-1]["ok"] and path[-1]["t"] == 1.0
+    assert attempts[0] == (_apf_newton.SMOOTH0, False) and attempts[1][0] == _apf_newton.SMOOTH0
+    # newton on its own: the plain attempts follow the failed smoothed one
+    attempts.clear()
+    a, A, B = np.full(8, 2.0), np.ones(8), np.zeros(8)
+    c = utility_scale(inst, a, A, B)
+    g = _game(inst, a, *_scaled(a, A, B, c), c, leximin=True)
+    x0 = uniform_split(inst)
+    r = _apf_newton.newton(g, x0, g.multipliers(x0), 1e-8, cold=True)
+    assert [s for s, _ in attempts][:2] == [_apf_newton.SMOOTH0, 0.0] and r.ok
