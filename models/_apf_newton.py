@@ -105,9 +105,13 @@ The Newton system is the same with ``√(a² + b² + 2ε²)`` in the derivatives
 the plain iteration from that point stalls at a scaled residual of 8.8·10⁻⁶ (about 7 900 pairs in the
 support where a vertex split needs 2 000; the system nearly singular along the split, the line search
 cutting steps to 10⁻⁶–10⁻³), and the smoothed one certifies in 108 iterations. Where it does not certify,
-the plain attempts follow from the same start (:func:`newton`), unless the caller has another route
-(``plain_after_smooth=False``: αPF-VDS's direct attempt, which the α-continuation follows). Callers say
-which starts are cold (``cold=True``); a start near a solution (a continuation step, the canonical split) is
+the plain attempts follow from the same start (:func:`newton`) — unless it never came near its central path
+(no cut of ``ε``) and the caller has another route (``plain_off_path=False``: αPF-VDS's direct attempt,
+which the α-continuation follows). Measured at 1000 × 250: on the scoped family at α = 2 the smoothed
+attempt stalled before its first cut and the plain attempts after it stalled too (129 s in all), where
+the continuation certified; on the placement family at α = 3 it stalled after three cuts and the plain
+attempts after it certified (112.6 s), where the continuation did not within 120 s. Callers say which
+starts are cold (``cold=True``); a start near a solution (a continuation step, the canonical split) is
 not smoothed.
 Smaller games keep the plain attempts only (an earlier variant with ``ε`` tied to the residual was slower
 at 200 × 32: α = 3 in 3.2 s against 0.97 s), and so do games with leximin servers (``α_i = ∞``), whose
@@ -505,6 +509,7 @@ class NewtonResult:
     residual: float
     message: str = ""
     mu: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cuts: int = 0  # how often a smoothed attempt cut ε (0: it never came near its central path)
 
 
 def _fb_norm(a: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
@@ -521,15 +526,16 @@ def _fb(a: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
 def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-10, max_iter: int = 100,
            expired: Callable[[], bool] | None = None, mu: np.ndarray | None = None,
            log_pairs: bool | None = None, arrays: _Arrays | None = None, cold: bool = False,
-           plain_after_smooth: bool = True) -> NewtonResult:
+           plain_off_path: bool = True) -> NewtonResult:
     """Regularised semismooth Newton on ``Φ = 0`` (module docstring) from ``(x, λ)``; ``ok`` when
     :func:`scaled_residual` ``≤ tol``. By default the pairs are in log form; where that does not certify
     (seen with binding budgets: the log form stalls at the start point) and time is left, the f/σ^f form
     is tried from the same start and the best end point is returned. Above ``SUPPORT_SCALE_ABOVE``, and
     in a game with an external resource, each form is tried with the rows scaled from the support first,
     then with the bound scales. ``cold``: the start is far from any solution (the sharing-incentive
-    point); on a game of at least ``SMOOTH_PAIRS`` pairs a smoothed attempt comes first (module docstring),
-    and with ``plain_after_smooth=False`` it is the only one. ``arrays``: the game's, if already built."""
+    point); on a game of at least ``SMOOTH_PAIRS`` pairs a smoothed attempt comes first (module docstring);
+    ``plain_off_path=False``: where it fails without ever cutting ``ε``, the plain attempts do not follow
+    (the caller has another route). ``arrays``: the game's, if already built."""
     a = _Arrays(game) if arrays is None else arrays
     support = bool(a.game.alpha.max() > SUPPORT_SCALE_ABOVE
                    or any(kind.startswith("external") for kind, _ in a.coupling))
@@ -539,8 +545,7 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
     # f/σ^f form the same way (a binding budget needed it with the bound scales: 12 x 4, plain)
     attempts = [(f, s, 0.0) for f in forms for s in ([True, False] if support else [False])]
     if cold and a.np_ >= SMOOTH_PAIRS and a.lex is None:  # (not with leximin servers: module docstring)
-        smoothed = (attempts[0][0], attempts[0][1], SMOOTH0)
-        attempts = [smoothed, *attempts] if plain_after_smooth else [smoothed]
+        attempts = [(attempts[0][0], attempts[0][1], SMOOTH0), *attempts]
     best, total = None, 0
     for log_form, from_support, smooth in attempts:
         r = _newton(a, x, lam, tol, max_iter, expired, mu, log_form, from_support, smooth)
@@ -548,6 +553,8 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
         if best is None or r.ok or r.residual < best.residual:
             best = r
         if r.ok or (expired is not None and expired()):
+            break
+        if smooth and not r.cuts and not plain_off_path:  # never near its central path: the caller's route
             break
     return replace(best, iterations=total)
 
@@ -557,7 +564,7 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
             support: bool = False, smooth: float = 0.0) -> NewtonResult:
     xp, lv = a.pack(x, lam, mu)
     eps = smooth  # the smoothing: φ_ε(u, v) = √(u² + v² + 2ε²) − u − v, zero where u v = ε²
-    cut, cut_at = SMOOTH_CUT, 0
+    cut, cut_at, cuts = SMOOTH_CUT, 0, 0
     X0 = a.totals(xp)
     if (X0 <= 0).any():
         xp = xp + 1e-3 * (X0[a.pn] <= 0)  # every user must hold something: g' is infinite at 0
@@ -679,6 +686,7 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
             took, cut_at = it - cut_at, it
             cut = min(0.7, cut ** 0.5) if took > 10 else max(0.05, cut * cut) if took <= 3 else cut
             eps = eps * cut if eps * cut >= SMOOTH_END else 0.0
+            cuts += 1
             F, _ = phi(xp, lv, parts)
             norm = float(np.linalg.norm(F))
             recent, trace = [norm], [norm]
@@ -713,7 +721,7 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
     res = _packed_residual(a, xp, lv)
     x, lam, mu = a.unpack(xp, lv)
     ok = res <= tol
-    return NewtonResult(x, lam, ok, it, res, "" if ok else (message or "not converged"), mu)
+    return NewtonResult(x, lam, ok, it, res, "" if ok else (message or "not converged"), mu, cuts)
 
 
 _Point = tuple[float, np.ndarray, list[np.ndarray]]  # (t, x, λ) of a certified point of the path

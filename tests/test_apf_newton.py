@@ -728,10 +728,19 @@ def test_the_smoothed_cold_start_reaches_the_plain_equilibrium(monkeypatch, fam)
                                atol=1e-8 * float(plain.allocation.max()))
 
 
-def test_a_failed_smoothed_direct_attempt_hands_over_to_the_continuation(monkeypatch):
-    """Where the smoothed attempt at the target does not certify, αPF-VDS's direct attempt ends there (no
-    plain attempts from the same start) and the α-continuation certifies; ``newton`` itself still follows
-    a failed smoothed attempt with the plain ones unless told not to."""
+def _plain_game(inst, alpha):
+    """The game at ``alpha`` on every server (A = 1, B = 0) in its utility scale, and the
+    sharing-incentive point."""
+    K = inst.n_servers
+    a, A, B = np.full(K, alpha), np.ones(K), np.zeros(K)
+    c = utility_scale(inst, a, A, B)
+    return _game(inst, a, *_scaled(a, A, B, c), c, leximin=True), uniform_split(inst)
+
+
+def test_a_smoothed_direct_attempt_off_its_path_hands_over_to_the_continuation(monkeypatch):
+    """Where the smoothed attempt at the target fails before any cut of ε, αPF-VDS's direct attempt ends
+    there (no plain attempts from the same start) and the α-continuation certifies; ``newton`` itself
+    still follows such an attempt with the plain ones unless told not to."""
     inst = _inst(1310, "plain", N=40, K=8)
     attempts = []
     real = _apf_newton._newton
@@ -754,9 +763,25 @@ def test_a_failed_smoothed_direct_attempt_hands_over_to_the_continuation(monkeyp
     assert attempts[0] == (_apf_newton.SMOOTH0, False) and attempts[1][0] == _apf_newton.SMOOTH0
     # newton on its own: the plain attempts follow the failed smoothed one
     attempts.clear()
-    a, A, B = np.full(8, 2.0), np.ones(8), np.zeros(8)
-    c = utility_scale(inst, a, A, B)
-    g = _game(inst, a, *_scaled(a, A, B, c), c, leximin=True)
-    x0 = uniform_split(inst)
+    g, x0 = _plain_game(inst, 2.0)
     r = _apf_newton.newton(g, x0, g.multipliers(x0), 1e-8, cold=True)
     assert [s for s, _ in attempts][:2] == [_apf_newton.SMOOTH0, 0.0] and r.ok
+
+
+@pytest.mark.parametrize("cuts, plain_off_path, calls", [(0, False, 1), (3, False, 2), (0, True, 2)])
+def test_the_plain_attempts_follow_a_failed_smoothed_one_unless_it_never_neared_its_path(
+        monkeypatch, cuts, plain_off_path, calls):
+    inst = _inst(1310, "plain", N=40, K=8)
+    g, x0 = _plain_game(inst, 2.0)
+    seen = []
+
+    def fake(arrays, x, lam, *args):
+        seen.append(args[-1])  # smooth
+        ok = len(seen) > 1  # the smoothed attempt fails (after `cuts` cuts), a plain one certifies
+        return _apf_newton.NewtonResult(x, lam, ok, 7, 0.0 if ok else 1.0, cuts=cuts if len(seen) == 1 else 0)
+
+    monkeypatch.setattr(_apf_newton, "_newton", fake)
+    monkeypatch.setattr(_apf_newton, "SMOOTH_PAIRS", 0)
+    r = _apf_newton.newton(g, x0, g.multipliers(x0), 1e-8, cold=True, plain_off_path=plain_off_path)
+    assert seen[0] == _apf_newton.SMOOTH0 and len(seen) == calls and r.ok == (calls == 2)
+    assert r.iterations == 7 * calls
