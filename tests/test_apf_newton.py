@@ -701,6 +701,25 @@ def test_smoothed_fischer_burmeister_vanishes_on_the_central_path():
     assert _apf_newton._fb(np.array([1.0]), np.array([1.0]), 0.0)[0] < 0
 
 
+def _record_attempts(monkeypatch, smoothed_iterations=None):
+    """Lower the size threshold so that small games are smoothed, and record ``(ε₀, ok)`` of every Newton
+    attempt from then on; ``smoothed_iterations`` caps the smoothed attempts (to make them fail)."""
+    attempts = []
+    real = _apf_newton._newton
+
+    def spy(*args, **kw):
+        smooth = args[9] if len(args) > 9 else kw.get("smooth", 0.0)
+        if smooth and smoothed_iterations is not None:
+            args = (*args[:4], smoothed_iterations, *args[5:])
+        r = real(*args, **kw)
+        attempts.append((smooth, r.ok))
+        return r
+
+    monkeypatch.setattr(_apf_newton, "_newton", spy)
+    monkeypatch.setattr(_apf_newton, "SMOOTH_PAIRS", 0)
+    return attempts
+
+
 @pytest.mark.parametrize("fam", ["plain", "placement", "weights", "external"])
 def test_the_smoothed_cold_start_reaches_the_plain_equilibrium(monkeypatch, fam):
     """Large games start Newton on the smoothed function from the sharing-incentive point; with the size
@@ -708,16 +727,7 @@ def test_the_smoothed_cold_start_reaches_the_plain_equilibrium(monkeypatch, fam)
     result is the plain route's: the same user totals to 1e-8, the same canonical allocation."""
     inst = _inst(1310, fam, N=40, K=8)
     plain = solve(inst, "apf-vds", alpha=2, gains=False)
-    attempts = []
-    real = _apf_newton._newton
-
-    def spy(*args, **kw):
-        r = real(*args, **kw)
-        attempts.append((args[9] if len(args) > 9 else kw.get("smooth", 0.0), r.ok))
-        return r
-
-    monkeypatch.setattr(_apf_newton, "_newton", spy)
-    monkeypatch.setattr(_apf_newton, "SMOOTH_PAIRS", 0)
+    attempts = _record_attempts(monkeypatch)
     smoothed = solve(inst, "apf-vds", alpha=2, gains=False)
     assert attempts[0] == (_apf_newton.SMOOTH0, True)  # the direct attempt, smoothed, certified
     assert all(s == 0.0 for s, _ in attempts[1:])  # the canonical split's Newton is not a cold start
@@ -742,19 +752,7 @@ def test_a_smoothed_direct_attempt_off_its_path_hands_over_to_the_continuation(m
     there (no plain attempts from the same start) and the α-continuation certifies; ``newton`` itself
     still follows such an attempt with the plain ones unless told not to."""
     inst = _inst(1310, "plain", N=40, K=8)
-    attempts = []
-    real = _apf_newton._newton
-
-    def spy(*args, **kw):
-        smooth = args[9] if len(args) > 9 else kw.get("smooth", 0.0)
-        if smooth:  # the smoothed attempt fails at once
-            args = (*args[:4], 1, *args[5:])
-        r = real(*args, **kw)
-        attempts.append((smooth, r.ok))
-        return r
-
-    monkeypatch.setattr(_apf_newton, "_newton", spy)
-    monkeypatch.setattr(_apf_newton, "SMOOTH_PAIRS", 0)
+    attempts = _record_attempts(monkeypatch, smoothed_iterations=1)  # the smoothed attempts fail at once
     res = solve(inst, "apf-vds", alpha=2, gains=False)
     assert res.status.value == "optimal" and res.details["ncp_residual_scaled"] <= 1e-9
     path = res.details["newton"]["continuation"]
