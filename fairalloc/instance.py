@@ -260,6 +260,35 @@ class Instance:
         """A copy with some fields changed (validated again), e.g. a misreported demand."""
         return replace(self, **changes)
 
+    def take(self, users: Sequence[int] | None = None, servers: Sequence[int] | None = None,
+             resources: Sequence[int] | None = None, external: Sequence[int] | None = None) -> Instance:
+        """The instance on the given users, servers, resources and external resources (indices, in the
+        order given; ``None`` keeps all, in place): a sub-instance, or the same instance reordered.
+        Raises :class:`~fairalloc.errors.InstanceError` if what is left is not a valid instance."""
+        def idx(sel: Sequence[int] | None, n: int) -> np.ndarray:
+            return np.arange(n) if sel is None else np.asarray(sel, dtype=int).reshape(-1)
+
+        U, S = idx(users, self.n_users), idx(servers, self.n_servers)
+        R, E = idx(resources, len(self.resources)), idx(external, len(self.external))
+        return replace(
+            self, users=[self.users[n] for n in U], servers=[self.servers[i] for i in S],
+            resources=[self.resources[r] for r in R], external=[self.external[e] for e in E],
+            capacity=self.capacity[np.ix_(S, R)], demand=self.demand[np.ix_(U, R)],
+            weight=self.weight[U], tasks=self.tasks[U], eligible=self.eligible[np.ix_(U, S)],
+            external_capacity=self.external_capacity[E], external_demand=self.external_demand[np.ix_(U, E)],
+            external_scope=self.external_scope[np.ix_(E, S)],
+            rates=None if self.rates is None else self.rates[np.ix_(U, S)],
+            budget_limit=self.budget_limit[U], budget_cost=self.budget_cost[np.ix_(U, S)])
+
+    def name_order(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The orders (index arrays) that sort the users, servers, resources and external resources by
+        name, for :meth:`take`; ``None`` when every one of them is sorted already."""
+        orders = tuple(np.array(sorted(range(len(names)), key=names.__getitem__), dtype=int)
+                       for names in (self.users, self.servers, self.resources, self.external))
+        if all((o == np.arange(o.size)).all() for o in orders):
+            return None
+        return orders  # type: ignore[return-value]
+
     # ------------------------------------------------------------------ sizes
     @property
     def n_users(self) -> int:

@@ -85,3 +85,41 @@ def test_pooled():
     p = inst.pooled()
     assert p.servers == ("pool",) and p.resources == ("r1", "r2", "e1")
     assert p.capacity.tolist() == [[4.0, 6.0, 5.0]]
+
+
+def test_take_reorders_and_restricts_every_field():
+    """take keeps every field with its user/server/resource (budgets, limits, scope, placement) and
+    name_order sorts by name; a sub-instance drops the rest."""
+    from fairalloc.generate import FAMILIES, random_instance
+
+    inst = random_instance(3, 5, 4, 3, **FAMILIES["mixed"]).replace(
+        budget_limit=np.array([1.0, np.inf, 2.0, np.inf, 3.0]),
+        budget_cost=np.arange(20, dtype=float).reshape(5, 4) / 10)
+    pu, ps, pr = np.array([4, 0, 3, 1, 2]), np.array([2, 3, 0, 1]), np.array([1, 2, 0])
+    t = inst.take(pu, ps, pr)
+    assert t.users == tuple(inst.users[n] for n in pu) and t.resources == tuple(inst.resources[r] for r in pr)
+    for n, u in enumerate(t.users):
+        m = inst.users.index(u)
+        assert t.tasks[n] == inst.tasks[m] and t.weight[n] == inst.weight[m]
+        assert t.budget_limit[n] == inst.budget_limit[m]
+        for i, s in enumerate(t.servers):
+            j = inst.servers.index(s)
+            assert t.eligible[n, i] == inst.eligible[m, j] and t.budget_cost[n, i] == inst.budget_cost[m, j]
+            assert t.gamma[n, i] == inst.gamma[m, j]
+        assert t.demand[n].tolist() == inst.demand[m, pr].tolist()
+        assert t.external_demand[n].tolist() == inst.external_demand[m].tolist()
+    assert t.external_scope.tolist() == inst.external_scope[:, ps].tolist()
+    orders = t.name_order()
+    back = t.take(*orders)
+    assert back.users == inst.users and back.servers == inst.servers and back.resources == inst.resources
+    assert np.array_equal(back.demand, inst.demand) and np.array_equal(back.budget_cost, inst.budget_cost)
+    assert back.name_order() is None
+    sub = inst.take(users=[1, 3], servers=[0])
+    assert sub.users == (inst.users[1], inst.users[3]) and sub.capacity.shape == (1, 3)
+
+
+def test_name_order_sorts_names_not_numbers():
+    inst = Instance.from_arrays(capacity=[[1.0]] * 3, demand=[[1.0]] * 11)  # u1, u2, …, u11
+    users, servers, _, _ = inst.name_order()
+    assert [inst.users[n] for n in users][:4] == ["u1", "u10", "u11", "u2"]
+    assert servers.tolist() == [0, 1, 2]

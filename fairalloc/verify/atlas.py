@@ -291,23 +291,10 @@ def restrict(inst: Instance, users: Iterable[int] | None = None, servers: Iterab
              resources: Iterable[int] | None = None, external: Iterable[int] | None = None) -> Instance:
     """The sub-instance on the given users/servers/resources/external resources (indices; ``None`` keeps
     all). Raises :class:`~fairalloc.errors.InstanceError` if what is left is not a valid instance."""
-    U = list(range(inst.n_users)) if users is None else list(users)
-    S = list(range(inst.n_servers)) if servers is None else list(servers)
-    common = {"weight": inst.weight[U], "tasks": inst.tasks[U], "eligible": inst.eligible[np.ix_(U, S)],
-              "users": [inst.users[n] for n in U], "servers": [inst.servers[i] for i in S],
-              "name": inst.name}
-    if inst.time_shared:
-        return Instance.from_arrays(rates=inst.rates[np.ix_(U, S)], **common)
-    R = list(range(len(inst.resources))) if resources is None else list(resources)
-    E = list(range(len(inst.external))) if external is None else list(external)
-    ext = {}
-    if E:
-        ext = {"external_capacity": inst.external_capacity[E],
-               "external_demand": inst.external_demand[np.ix_(U, E)],
-               "external_scope": inst.external_scope[np.ix_(E, S)],
-               "external": [inst.external[e] for e in E]}
-    return Instance.from_arrays(capacity=inst.capacity[np.ix_(S, R)], demand=inst.demand[np.ix_(U, R)],
-                                resources=[inst.resources[r] for r in R], **common, **ext)
+    def seq(sel: Iterable[int] | None) -> list[int] | None:
+        return None if sel is None else list(sel)
+
+    return inst.take(seq(users), seq(servers), seq(resources), seq(external))
 
 
 def _sig(a: np.ndarray, digits: int) -> np.ndarray:
