@@ -20,6 +20,7 @@ servers of ``S_e`` leave, ``c_e − Σ_{j∈S_e, j≠i} Σ_n x[n,j] d[n,e]`` (:f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ import numpy as np
 
 from fairalloc.errors import InstanceError
 from fairalloc.instance import Instance
+from fairalloc.registry import Solution
 
 __all__ = [
     "ServerRows",
@@ -37,14 +39,42 @@ __all__ = [
     "deviation_from_psdsf",
     "expose_all_pairs",
     "external_room",
+    "on_grid",
     "require_per_server",
     "room_columns",
     "rows_at",
     "server_rows",
     "set_room",
+    "solve_in_name_order",
     "weighted_vds",
     "with_room",
 ]
+
+
+def solve_in_name_order(inst: Instance, session: Any, solve: Callable[..., Solution],
+                        recheck: Callable[[Instance, np.ndarray, Solution], tuple[Any, str, dict[str, Any]]],
+                        **params: Any) -> Solution | None:
+    """Solve the instance with its users, servers, resources and external resources sorted by name and
+    map the allocation back; ``None`` when all four are sorted already or a ``customize`` hook is given
+    (it receives the instance, which must then be the file's).
+
+    The sweeps of the per-server loops visit servers in index order and break ties by position, and
+    where the fixed point is not unique (PS-DSF's generally is not) another order of the same input can
+    end at another fixed point. Run in name order, every order of the file gives the same allocation.
+    ``recheck(inst, x, solution)`` returns the status, message and details of ``x`` on the instance as
+    given (its certificate recomputed there); they replace the reordered run's."""
+    if getattr(session, "customize", None) is not None:
+        return None
+    orders = inst.name_order()
+    if orders is None:
+        return None
+    users, servers, resources, external = orders
+    sol = solve(inst.take(users, servers, resources, external), session, **params)
+    x = np.empty_like(sol.allocation)
+    x[np.ix_(users, servers)] = sol.allocation
+    status, message, details = recheck(inst, x, sol)
+    return Solution(x, status, message or sol.message, details={**sol.details, **details},
+                    zero_tol=sol.zero_tol)
 
 
 def require_per_server(inst: Instance, mechanism: str, allow_limits: bool = False,
@@ -101,6 +131,31 @@ def normalized(inst: Instance) -> tuple[Instance, np.ndarray, np.ndarray]:
                        demand=inst.demand * k[:, None] / rho[None, :len(inst.resources)],
                        tasks=lim, budget_cost=cost, **extra)
     return out, k, rho
+
+
+def on_grid(inst: Instance, bits: int = 32) -> Instance:
+    """The instance with every capacity, demand, rate, task limit and budget rounded to the nearest
+    number of ``bits`` significant bits (a change of at most ``2^-bits`` relative: 2.3·10⁻¹⁰ at 32).
+
+    Run on :func:`normalized`'s instance: two files that state the same instance in other units give
+    normalised numbers that differ in their last bits, and a loop whose fixed point is not unique (PS-DSF)
+    can end at another one from such a difference. On the grid both are the same numbers, unless one lies
+    within those last bits of the midpoint between two grid points (about 10⁻⁶ per number at 32 bits;
+    rounding to nearest, because the numbers that are on the grid in exact arithmetic — a normalised
+    demand equal to 1 — are the common ones)."""
+    def grid(v: np.ndarray) -> np.ndarray:
+        m, e = np.frexp(np.asarray(v, float))
+        return np.ldexp(np.where(np.isfinite(m), np.round(m * 2.0**bits) / 2.0**bits, m), e)
+
+    changes: dict[str, Any] = {"tasks": grid(inst.tasks), "budget_limit": grid(inst.budget_limit),
+                               "budget_cost": grid(inst.budget_cost)}
+    if inst.time_shared:
+        changes["rates"] = grid(inst.rates)
+    else:
+        changes.update(capacity=grid(inst.capacity), demand=grid(inst.demand),
+                       external_capacity=grid(inst.external_capacity),
+                       external_demand=grid(inst.external_demand))
+    return inst.replace(**changes)
 
 
 def canonical_split(inst: Instance, x: np.ndarray, tol: float = 1e-9) -> tuple[np.ndarray, dict[str, Any]]:

@@ -66,6 +66,15 @@ Every algorithm runs in normalised units (:func:`~fairalloc.models._perserver.no
 its largest capacity, each user's task in its best ``γ``; the same game) unless a ``customize`` hook is
 given; the allocation is mapped back and its noise set to zero before the certificate.
 
+**One answer per input.** The fixed points are not unique, even in the totals, and which one a loop
+reaches depends on the order it visits users and servers, on the last bits of the numbers and on the
+vertex an LP solver returns. So every algorithm runs with users, servers and resources in name order
+(:func:`~fairalloc.models._perserver.solve_in_name_order`; not with a ``customize`` hook, which receives
+the instance as given), on normalised numbers rounded to 32 significant bits
+(:func:`~fairalloc.models._perserver.on_grid`: other units of the same input give the same numbers),
+and ``fast`` returns the canonical vertex of its finish LP (:func:`exact_finish` with ``canonical=True``:
+``max Σ h[n,i] x[n,i]/k_n`` over the PS-DSF points of the structure, ``h`` the pairs' name hashes).
+
 On the time-shared form ([PSDSF] §IV, [APF] Problem 2) each server has one resource, its time, with
 per-task demand ``1/γ[n,i]``; nothing else changes.
 
@@ -118,14 +127,16 @@ from fairalloc.models._perserver import (
     coupling_room,
     expose_all_pairs,
     normalized,
+    on_grid,
     require_per_server,
     room_columns,
     server_rows,
     set_room,
+    solve_in_name_order,
     weighted_vds,
 )
 from fairalloc.models._pools import solve_on_pools
-from fairalloc.models.feasible import feasible_set
+from fairalloc.models.feasible import feasible_set, name_hashes
 from fairalloc.models.maxmin import add_maxmin, progressive_filling
 from fairalloc.registry import Param, Solution, as_bool, as_float, as_int, choice, mechanism
 from fairalloc.result import snap_zeros
@@ -488,7 +499,7 @@ def distributed(inst: Instance, seed: int = 0, tol: float = 1e-9, max_iter: int 
         trajectory.append({"period": period, "order": [inst.servers[rows[k].server] for k in order],
                            "updates": updates, "max_change": change,
                            "certificate_failures": len(cert["failures"]),
-                           "tasks": x.sum(axis=1).tolist()})
+                           "tasks": dict(zip(inst.users, x.sum(axis=1).tolist()))})
         if updates == 0:
             status = Status.CONVERGED
             break
@@ -498,7 +509,7 @@ def distributed(inst: Instance, seed: int = 0, tol: float = 1e-9, max_iter: int 
     final = x.sum(axis=1)
     scale = max(1.0, float(np.abs(final).max(initial=0.0)))
     for row in trajectory:
-        row["distance"] = float(np.abs(np.asarray(row["tasks"]) - final).max()) / scale
+        row["distance"] = float(np.abs(np.array(list(row["tasks"].values())) - final).max()) / scale
     return x, status, {"periods": len(trajectory), "seed": seed, "trajectory": trajectory}
 
 
@@ -612,7 +623,9 @@ class _Rows:
 
 def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: float = 1e-7,
                  relax: bool = False, drop: np.ndarray | None = None, out: dict[str, Any] | None = None,
-                 time_limit: float | None = None, memo: dict[bytes, Any] | None = None) -> np.ndarray | None:
+                 time_limit: float | None = None, memo: dict[bytes, Any] | None = None,
+                 canonical: bool = False, slack_cap: float = 0.0, keep_timeout: bool = False
+                 ) -> np.ndarray | None:
     r"""The PS-DSF allocation with the *structure* of ``x`` (an approximate fixed point), solved exactly
     as one LP; ``None`` when the structure read from ``x`` admits none.
 
@@ -634,7 +647,14 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     bottleneck (``X_n = T_n``, budget spent). Any solution is PS-DSF: every holder of a saturated ``r`` at
     ``i`` has a weighted VDS ``≤ τ[i,r]``, and every user's VDS at ``i`` is ``≥ τ`` of a saturated
     resource it demands. HiGHS (via scipy, zero objective) finds one — a vertex where the
-    solution is not unique. The caller re-checks Thm 1 (:func:`~fairalloc.verify.psdsf.psdsf_certificate`).
+    solution is not unique, which one depending on the solver and on the last bits of the data;
+    ``canonical=True`` takes the *canonical* one instead, the vertex maximising ``Σ h[n,i] x[n,i]/k_n``
+    (``h`` the pair's :func:`~fairalloc.models.feasible.name_hash`, ``k_n`` the user's best ``γ``:
+    free of units and of the order of the file), unique for almost every ``h``; with ``relax=True`` as
+    well, among the points whose slacks total at most ``slack_cap·max(1, max X)`` (for a structure whose
+    certified point the relaxed LP found, with slacks at round-off, while the LP without slacks is
+    infeasible at its tolerance). The caller re-checks Thm 1
+    (:func:`~fairalloc.verify.psdsf.psdsf_certificate`).
     ``relax=True`` gives each Thm 1 row a slack and minimises their sum (χ's rows stay hard): a feasible
     point that breaks Thm 1 least for this structure, from which the sweeps continue; the support pairs
     whose holder rows needed slack are put in ``out["offenders"]`` (a mask; ``drop`` excludes pairs from
@@ -652,7 +672,8 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     *Memo.* The LP depends on ``x`` only through that structure, and the sweeps' restarts often read the
     same structure again (200 × 32 weights seed 5: one plain LP five times, about 4 s each, as HiGHS
     ends it with status "unknown"). With a ``memo`` dict, the answer (and ``out``) is kept per structure
-    and a repeat returns it without solving; an LP stopped by ``time_limit`` is not kept.
+    and a repeat returns it without solving; an LP stopped by ``time_limit`` is not kept, unless
+    ``keep_timeout`` (the caller's own cap on one LP stopped it, not the session's end: kept as no answer).
     """
     import scipy.sparse as sp
     from scipy.optimize import linprog
@@ -691,7 +712,8 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         n, on = np.flatnonzero(sel), np.flatnonzero(sel[owner])
         rows_of.add(at[owner[on]], on, cost[owner[on], pairs[on, 1]])
         rows_of.set(at[n], B[n])
-    key = [np.packbits(m).tobytes() for m in (support, at_limit, broke)] + [bytes([relax])]
+    key = [np.packbits(m).tobytes() for m in (support, at_limit, broke)]
+    key += [bytes([relax, canonical]), np.float64(slack_cap).tobytes()]
     ntau = 0
     holder_row: list[tuple[np.ndarray, np.ndarray, int]] = []  # (ub row indices, holders m, server i)
     lazy: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # bottleneck rows left out: users, τ, φγ
@@ -770,20 +792,30 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
                               np.r_[P + lazy_n[added], lazy_col[added]])), shape=(len(added), nv))
         A_ub, b_ub, A_eq = sp.vstack([Aub, more]).tocsr(), np.r_[bub, np.zeros(len(added))], Aeq
         obj = np.zeros(nv)
+        if canonical:  # max Σ h x/k: one vertex of the structure's PS-DSF points, fixed by the names
+            best = np.where(inst.runnable, inst.gamma, 0.0).max(axis=1)
+            obj[:P] = -name_hashes(inst.users, inst.servers, pairs) / np.where(best > 0, best, 1.0)[owner]
         bounds = [(0, None)] * P + [(0, None)] * N + [(None, None)] * ntau
         if relax:  # Thm 1's rows (right-hand side 0) get a slack each, its total minimised
             thm = np.flatnonzero(b_ub == 0.0)
             A_ub = sp.hstack([A_ub, sp.csr_array((-np.ones(len(thm)), (thm, np.arange(len(thm)))),
                                                  shape=(A_ub.shape[0], len(thm)))]).tocsr()
             A_eq = sp.hstack([Aeq, sp.csr_array((Aeq.shape[0], len(thm)))]).tocsr()
-            obj = np.concatenate([obj, np.ones(len(thm))])
             bounds += [(0, None)] * len(thm)
+            if canonical:  # the slacks capped instead of minimised
+                obj = np.concatenate([obj, np.zeros(len(thm))])
+                cap = sp.csr_array((np.ones(len(thm)), (np.zeros(len(thm), int), nv + np.arange(len(thm)))),
+                                   shape=(1, A_ub.shape[1]))
+                A_ub = sp.vstack([A_ub, cap]).tocsr()
+                b_ub = np.r_[b_ub, slack_cap * max(1.0, float(X.max()))]
+            else:
+                obj = np.concatenate([obj, np.ones(len(thm))])
         if deadline is not None:
             opts["time_limit"] = max(1.0, deadline - time.perf_counter())
         res = linprog(obj, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=beq, bounds=bounds, method="highs",
                       options=opts)
         if res.status != 0:
-            if memo is not None and res.status != 1:  # (1: stopped by the time limit)
+            if memo is not None and (res.status != 1 or keep_timeout):  # (1: stopped by the time limit)
                 memo[structure] = (None, None)
             return None
         z = res.x
@@ -794,7 +826,7 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         added = np.union1d(added, np.flatnonzero(viol))
     y = np.zeros_like(x)
     y[pairs[:, 0], pairs[:, 1]] = np.maximum(res.x[:P], 0.0)
-    if relax and out is not None:
+    if relax and out is not None and not canonical:
         slack = np.zeros(len(b_ub))
         slack[thm] = res.x[nv:]
         big = 1e-9 * max(1.0, float(X.max()))
@@ -809,6 +841,9 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     return y
 
 
+LP_CAP = (2.0, 20.0)  # fast: one finish LP stops after max(2 s, 20 x the longest one before it) ...
+# (200 x 32 weights seed 5 in name order: one LP without the draining pairs ran 114 s, "unknown", and the
+# run ended time_limit at 120 s)
 LAZY_GAP = 0.05  # exact_finish: bottleneck rows of users this far above their level join only when violated
 MAX_JUMPS = 15  # restarts of the sweeps from the relaxed finish's point ...
 JUMP_PAIRS = 200 * 32  # ... up to this many users x servers; scaled down beyond it (none past 192 000) ...
@@ -859,6 +894,10 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     (``details.finish.resumed``: the sweep): on the 200 × 32 placement instances (seeds 0–2) the
     sweeps went on from the restarts' points for 1.2–7.6 times as many sweeps as without restarts.
     Each structure's answer is kept (``exact_finish``'s ``memo``): a structure read again costs no LP.
+    One finish LP runs at most ``max(LP_CAP[0], LP_CAP[1] × the longest one before it)`` seconds
+    (``details.finish.capped`` counts those it stopped; their structures are kept as no answer): an LP
+    that HiGHS does not end ("unknown" after 114 s on one 200 × 32 instance) would otherwise take the
+    session's time.
     Each attempt first solves the structure's LP without slacks (a few hundred columns at 200 × 32,
     infeasible in milliseconds unless the structure is right); the relaxed LP, with one slack per
     Thm 1 row (35 000 columns at 400 × 64, tens of seconds), is solved only while a restart may use
@@ -911,15 +950,40 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
 
     memo: dict[bytes, Any] = {}  # the finish LPs' answers per structure (exact_finish's memo)
 
-    def structure_lp(**kw: Any) -> np.ndarray | None:
-        """:func:`exact_finish` on the current responses, within the session's remaining time."""
-        left = None if session is None else session.remaining()
-        return exact_finish(inst, resp, 1e-6, 1e-7, time_limit=left, memo=memo, **kw)
+    lp_seconds = [0.0]  # the longest finish LP so far that its cap did not stop
 
-    def finished(y: np.ndarray | None, pruned: int) -> tuple[np.ndarray, Status, dict[str, Any]] | None:
-        """The run's result when ``y``, an exact finish's point, carries the certificate."""
-        if y is None or not psdsf_certificate(inst, y, tol=1e-9)["holds"]:
+    def structure_lp(**kw: Any) -> np.ndarray | None:
+        """:func:`exact_finish` on the current responses, within the session's remaining time and
+        ``LP_CAP`` (an LP that HiGHS cannot end costs at most that; its structure is not tried again)."""
+        cap = max(LP_CAP[0], LP_CAP[1] * lp_seconds[0])
+        remaining = None if session is None else session.remaining()
+        left = cap if remaining is None else min(cap, remaining)
+        start = time.perf_counter()
+        y = exact_finish(inst, resp, 1e-6, 1e-7, time_limit=left, memo=memo, keep_timeout=left == cap, **kw)
+        took = time.perf_counter() - start
+        if took < 0.99 * cap:
+            lp_seconds[0] = max(lp_seconds[0], took)
+        else:
+            report["capped"] = report.get("capped", 0) + 1
+        return y
+
+    def finished(y: np.ndarray | None, pruned: int, drop: np.ndarray | None = None, slack: float = 0.0
+                 ) -> tuple[np.ndarray, Status, dict[str, Any]] | None:
+        """The run's result when ``y``, an exact finish's point (its structure without ``drop``; ``slack``
+        its relaxed LP's total slack, relative), carries the certificate: the structure's canonical
+        vertex where that carries it too."""
+        def certified(z: np.ndarray | None) -> bool:
+            return z is not None and psdsf_certificate(inst, z, tol=1e-9)["holds"]
+
+        if not certified(y):
             return None
+        # one answer per input: where the structure's LP has several solutions, the solver's vertex moves
+        # with the last bits of the data (another unit, another route); its canonical vertex does not
+        z = structure_lp(drop=drop, canonical=True)
+        if not certified(z):  # infeasible at the LP's tolerance: slacks at round-off, as y's
+            z = structure_lp(relax=True, drop=drop, canonical=True, slack_cap=max(2.0 * slack, 1e-12))
+        report["canonical"] = certified(z)
+        y = z if report["canonical"] else y
         report.update(sweep=sweep, pruned=pruned, change=rel)
         log.info("ps-dsf fast: exact finish after %d sweeps", sweep)
         return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report, "max_change": history}
@@ -982,7 +1046,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                     draining = (resp < (1 - fall) * before) & (resp > 0)
                     if draining.any() and (tried is None or not np.array_equal(draining, tried)):
                         tried = draining
-                        done = finished(structure_lp(drop=draining), 0)
+                        done = finished(structure_lp(drop=draining), 0, draining)
                         if done:
                             report["draining"] = fall
                             return done
@@ -992,7 +1056,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                     y = structure_lp(relax=True, drop=drop, out=out)
                     if y is None:
                         break
-                    done = finished(y, prune)
+                    done = finished(y, prune, drop, out["slack_total"])
                     if done:
                         return done
                     jump = y if jump is None else jump
@@ -1002,7 +1066,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                     # holders that needed slack leave the support (the LP could not empty them)
                     drop = out["offenders"] if drop is None else drop | out["offenders"]
                     # the structure's own LP again without them
-                    done = finished(structure_lp(drop=drop), prune + 1)
+                    done = finished(structure_lp(drop=drop), prune + 1, drop)
                     if done:
                         return done
                 if jump is not None and may_jump():
@@ -1027,6 +1091,11 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
         col = _capped_response(inst, x, i, U, w, D, c, lim, X[U])
         X[U] += col - x[U, i]
         x[U, i] = col
+    if finish and status is Status.CONVERGED:  # a fixed point of the sweeps: its canonical vertex, as above
+        left = None if session is None else session.remaining()
+        z = exact_finish(inst, x, 1e-6, 1e-7, time_limit=left, memo=memo, canonical=True)
+        report["canonical"] = z is not None and psdsf_certificate(inst, z, tol=1e-9)["holds"]
+        x = z if report["canonical"] else x
     log.info("ps-dsf fast: %d sweeps, %s", len(history), status.value)
     return x, status, {"sweeps": len(history), "omega": om, "finish": report, "max_change": history}
 
@@ -1107,6 +1176,12 @@ def solve(inst: Instance, session: Session, algorithm: str = "fast", tol: float 
     require_per_server(inst, "ps-dsf", allow_limits=algorithm in ("fast", "best-response"),
                        limits_hint=LIMITS_HINT, budget_hint=BUDGET_HINT,
                        allow_external=algorithm in ("fast", "best-response"), external_hint=EXTERNAL_HINT)
+    # one answer per input: the loops run with users, servers and resources in name order (the fixed
+    # point need not be unique, and which one the sweeps reach depends on the order they visit)
+    ordered = solve_in_name_order(inst, session, solve, _recheck, algorithm=algorithm, tol=tol,
+                                  max_iter=max_iter, seed=seed, pool=pool)
+    if ordered is not None:
+        return ordered
     # identical servers: one server each group, split evenly, certified on every server (not with external
     # resources: what a pooled server may use of them is not written)
     if pool and not inst.external:
@@ -1124,6 +1199,7 @@ def solve(inst: Instance, session: Session, algorithm: str = "fast", tol: float 
     # best γ: the same game, _perserver.normalized), so the answer does not depend on the units; a
     # customize hook sees the instance's own
     norm, k, _ = (inst, np.ones(inst.n_users), None) if edited else normalized(inst)
+    norm = norm if edited else on_grid(norm)  # and other units give the same numbers there
     if algorithm == "fast" and inst.time_shared:
         x, status, info = time_shared_mnw(inst, session)
         k = np.ones(inst.n_users)

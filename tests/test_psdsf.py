@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairalloc import load_instance, solve
+from fairalloc import Instance, load_instance, solve
 from fairalloc.errors import InstanceError
 from fairalloc.generate import FAMILIES as GEN_FAMILIES
 from fairalloc.generate import random_instance
@@ -547,3 +547,147 @@ def test_time_limit_ends_with_status_time_limit(algorithm):
     r = solve(inst, "ps-dsf", algorithm=algorithm, time_limit=0.5)
     assert r.status.value == "time_limit"
     assert time.perf_counter() - t0 < 30  # a generous bound: the point is that it returns at all
+
+
+def _restated(inst, pu, ps, scale):
+    """The same instance as another file states it: users and servers in the orders ``pu``/``ps``,
+    resources (external ones included) listed backwards, and resource ``q`` measured in units
+    ``scale[q]`` times smaller (every capacity and demand of it times ``scale[q]``)."""
+    from fairalloc.io import instance_to_dict, parse_instance
+
+    d = instance_to_dict(inst)
+    f = dict(zip(list(inst.resources) + list(inst.external), scale))
+    d["resources"] = d["resources"][::-1]
+    for s in d["servers"]:
+        s["capacity"] = {r: v * f[r] for r, v in s["capacity"].items()}
+    for u in d["users"]:
+        u["demand"] = {r: v * f[r] for r, v in u["demand"].items()}
+    for e, v in list(d.get("external", {}).items())[::-1]:
+        d["external"].pop(e)
+        d["external"][e] = {**v, "capacity": v["capacity"] * f[e]} if isinstance(v, dict) else v * f[e]
+    d["users"] = [d["users"][k] for k in pu]
+    d["servers"] = [d["servers"][k] for k in ps]
+    return parse_instance(d)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), family=st.sampled_from(["plain", "placement", "weights", "limits",
+                                                            "external", "scoped", "mixed"]),
+       data=st.data())
+def test_any_order_and_any_units_give_the_same_allocation(seed, family, data):
+    """PS-DSF's fixed points are not unique, and which one the sweeps reach moved with the order of the
+    file (up to the whole allocation, before the loops ran in name order) and with the units (the
+    normalised numbers then differ in their last bits: on the grid they do not) and with the structure
+    LP's vertex (the canonical one). Restated in another order and other units, the instance gets the
+    same allocation (to round-off)."""
+    inst = random_instance(seed, 14, 4, 3, missing=0.0, **GEN_FAMILIES[family])
+    pu = np.array(data.draw(st.permutations(range(inst.n_users))))
+    ps = np.array(data.draw(st.permutations(range(inst.n_servers))))
+    scale = data.draw(st.lists(st.sampled_from([1e-4, 1e-3, 1.0, 7.3, 1024.0, 1e4]),
+                               min_size=len(inst.resources) + len(inst.external),
+                               max_size=len(inst.resources) + len(inst.external)))
+    a = solve(inst, "ps-dsf")
+    b = solve(_restated(inst, pu, ps, scale), "ps-dsf")
+    assert a.status.value == b.status.value == "converged"
+    back = np.empty_like(b.x)
+    back[np.ix_(pu, ps)] = b.x
+    np.testing.assert_allclose(back, a.x, rtol=0, atol=1e-9 * a.x.max())
+
+
+@pytest.mark.parametrize("algorithm", ["best-response", "paper", "distributed"])
+def test_every_algorithm_runs_in_name_order(algorithm):
+    """The other algorithms also sweep in name order: the file's order does not change their answer."""
+    inst = random_instance(6, 12, 4, 3, missing=0.0)
+    pu, ps = np.arange(12)[::-1], np.array([2, 0, 3, 1])
+    a = solve(inst, "ps-dsf", algorithm=algorithm)
+    b = solve(_restated(inst, pu, ps, [1.0] * 3), "ps-dsf", algorithm=algorithm)
+    assert a.status.value == b.status.value == "converged"
+    back = np.empty_like(b.x)
+    back[np.ix_(pu, ps)] = b.x
+    np.testing.assert_allclose(back, a.x, rtol=0, atol=1e-9 * a.x.max())
+    if algorithm == "distributed":  # the trajectory names its users
+        assert set(b.details["trajectory"][-1]["tasks"]) == set(inst.users)
+
+
+def test_exact_finish_canonical_vertex_is_the_structures_best_for_the_names():
+    """The structure's LP has a whole face of PS-DSF points (the solver's vertex and the canonical one
+    differ by a third of the largest entry here); canonical=True returns a certified point of it that
+    scores at least as high as the solver's own vertex on Σ h x/k."""
+    from fairalloc.models.feasible import name_hashes
+    from fairalloc.models.psdsf import exact_finish, fast
+
+    inst = random_instance(2, 30, 6, 4, missing=0.0)
+    x, _, _ = fast(inst, finish=False, max_iter=3000)
+    y = exact_finish(inst, x)
+    z = exact_finish(inst, x, canonical=True)
+    assert y is not None and z is not None
+    assert psdsf_certificate(inst, z, tol=1e-9)["holds"]
+    pairs = np.argwhere(inst.runnable)
+    h = name_hashes(inst.users, inst.servers, pairs) / inst.gamma.max(axis=1)[pairs[:, 0]]
+    score = lambda v: float(h @ v[pairs[:, 0], pairs[:, 1]])  # noqa: E731
+    assert score(z) >= score(y) - 1e-9 * abs(score(y))
+    assert np.abs(z - y).max() > 0.1 * y.max()
+
+
+def test_on_grid_rounds_to_nearest_and_keeps_what_is_on_the_grid():
+    """Numbers that differ in their last bits land on the same grid point; numbers on the grid (1, 0.5,
+    integers), zeros and inf stay; the change is at most 2^-32 relative."""
+    from fairalloc.models._perserver import on_grid
+
+    rng = np.random.default_rng(0)
+    d = rng.uniform(1e-3, 10, (40, 3))
+    d[0] = [1.0, 0.5, 0.0]
+    inst = Instance.from_arrays(capacity=[[4.0, 2.0, 1.0]], demand=d, tasks=[np.inf] + [7.0] * 39)
+    g = on_grid(inst)
+    assert g.demand[0].tolist() == [1.0, 0.5, 0.0] and np.isinf(g.tasks[0]) and g.tasks[1] == 7.0
+    assert np.abs(g.demand / np.where(d > 0, d, 1) - np.where(d > 0, 1, 0)).max() <= 2.0**-32
+    nudged = inst.replace(demand=d * (1 + 4 * np.finfo(float).eps * rng.choice([-1, 1], d.shape)))
+    assert np.array_equal(on_grid(nudged).demand, g.demand)
+    assert not np.array_equal(nudged.demand, inst.demand)
+
+
+def test_apf_vds_at_alpha_inf_is_ps_dsf_in_name_order():
+    """apf-vds at α = ∞ is ps-dsf's fast algorithm, and so does not depend on the file's order either."""
+    inst = random_instance(4, 14, 4, 3, missing=0.0)
+    pu, ps = np.roll(np.arange(14), 5), np.array([3, 1, 0, 2])
+    a = solve(inst, "apf-vds", alpha="inf", gains=False)
+    b = solve(_restated(inst, pu, ps, [1e3, 1.0, 1e-3]), "apf-vds", alpha="inf", gains=False)
+    back = np.empty_like(b.x)
+    back[np.ix_(pu, ps)] = b.x
+    np.testing.assert_allclose(back, a.x, rtol=0, atol=1e-9 * a.x.max())
+    np.testing.assert_allclose(a.x, solve(inst, "ps-dsf").x, rtol=0, atol=1e-12 * a.x.max())
+
+
+def test_a_finish_lp_stopped_by_its_own_cap_is_not_solved_again(monkeypatch):
+    """An LP that stops at its time limit is kept in the memo as no answer only when the caller's cap on
+    one LP stopped it (keep_timeout), not the session's end; ``fast`` counts such LPs (``capped``) and
+    still ends certified."""
+    import scipy.optimize
+
+    import fairalloc.models.psdsf as P
+
+    inst = random_instance(4, 30, 6, 4, missing=0.0)
+    x, _, _ = P.fast(inst, max_iter=40, finish=False, progress=False)
+    real = scipy.optimize.linprog
+
+    def stopped(*a, **k):
+        res = real(*a, **k)
+        res.status = 1  # as HiGHS reports its time limit
+        return res
+
+    monkeypatch.setattr(scipy.optimize, "linprog", stopped)
+    memo: dict = {}
+    assert P.exact_finish(inst, x, memo=memo, time_limit=5.0) is None and not memo
+    assert P.exact_finish(inst, x, memo=memo, time_limit=5.0, keep_timeout=True) is None and len(memo) == 1
+    monkeypatch.setattr(scipy.optimize, "linprog", real)
+    finish = P.exact_finish
+
+    def slow(*a, **k):  # every LP outlasts a cap of 10 ms (and still answers)
+        time.sleep(0.02)
+        return finish(*a, **k)
+
+    monkeypatch.setattr(P, "LP_CAP", (0.01, 0.0))
+    monkeypatch.setattr(P, "exact_finish", slow)
+    y, status, info = P.fast(inst, progress=False)
+    assert status.value == "converged" and info["finish"]["capped"] >= 1
+    assert psdsf_certificate(inst, y, tol=1e-9)["holds"]
