@@ -64,9 +64,9 @@ _PER_SERVER_EXTERNAL_SI = (
     "Outside the setting only, with external resources (fairalloc's extension of the per-server game: each "
     "server has what the others leave of a pool). The [APF]/[PSDSF] threshold splits every server but not "
     "the external pools, so it can exceed what any feasible allocation gives: the smallest counterexample "
-    "is one user alone on one server whose link allows 2.5 tasks where the server's share promises 2.86 "
-    "(every mechanism fails it, see tsf × SI; [TSFER] Def. 6, which also splits the pools, is the "
-    "definition for that setting).")
+    "is one user alone on one server whose link allows fewer tasks than the server's share promises (the "
+    "measure shown is the ratio; every mechanism fails it, see tsf × SI; [TSFER] Def. 6, which also "
+    "splits the pools, is the definition for that setting).")
 _SCOPED_SP = (
     "Outside the setting only, and only with an external pool scoped to some servers: the global dominant "
     "share then measures a resource a user may never consume. In the counterexample u3 runs only on s2, "
@@ -143,11 +143,13 @@ EXPLANATIONS: dict[tuple[str, str], str] = {
         "trading one server's resources for another's. Each server's max-min sees only its own resources; "
         "a trade across servers is invisible to it."),
     ("ps-dsf", "strategy_proof"): _TIME_SHARED_SP + (
-        " With external resources too (fairalloc's extension, outside the setting): the generalised game's "
-        "fixed points are not unique in the totals, and a misreport can steer the sweeps to another one. On "
-        "the counterexample's true instance `fast` returns X_u2 = 1.214 and `best-response` 1.437, both "
-        "with the Thm 1 certificate; under the lie both return 1.432 — more than the first, less than the "
-        "second. With the link's capacity ×100 (not binding) the same lie lowers u2's tasks (2.07 → 1.81)."),
+        " With external resources too (fairalloc's extension, outside the setting): two `tsfer-servers` "
+        "instances (servers sharing a link) lose SP, the best lie gaining 3.9 % and 7.6–7.9 % (two runs of "
+        "the search). The generalised game's fixed points are not unique in the totals, and a misreport can "
+        "steer the sweeps to another one; whether that or the game itself makes these lies pay was not "
+        "separated. (The earlier external counterexample, where `fast` and `best-response` returned "
+        "different fixed points of the true instance, is gone since `fast` returns the canonical vertex and "
+        "both run in name order: both now give the liar 1.437 there, and 1.432 under the lie.)"),
     ("ps-dsf", "sharing_incentive"): _PER_SERVER_EXTERNAL_SI,
     ("apf-vds α=1", "sharing_incentive"): _PER_SERVER_EXTERNAL_SI,
     ("apf-vds α=3", "sharing_incentive"): _PER_SERVER_EXTERNAL_SI,
