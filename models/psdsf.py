@@ -952,6 +952,9 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
 
     lp_seconds = [0.0]  # the longest finish LP so far that its cap did not stop
 
+    def certified(z: np.ndarray | None) -> bool:
+        return z is not None and psdsf_certificate(inst, z, tol=1e-9)["holds"]
+
     def structure_lp(**kw: Any) -> np.ndarray | None:
         """:func:`exact_finish` on the current responses, within the session's remaining time and
         ``LP_CAP`` (an LP that HiGHS cannot end costs at most that; its structure is not tried again)."""
@@ -972,9 +975,6 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
         """The run's result when ``y``, an exact finish's point (its structure without ``drop``; ``slack``
         its relaxed LP's total slack, relative), carries the certificate: the structure's canonical
         vertex where that carries it too."""
-        def certified(z: np.ndarray | None) -> bool:
-            return z is not None and psdsf_certificate(inst, z, tol=1e-9)["holds"]
-
         if not certified(y):
             return None
         # one answer per input: where the structure's LP has several solutions, the solver's vertex moves
@@ -1094,7 +1094,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     if finish and status is Status.CONVERGED:  # a fixed point of the sweeps: its canonical vertex, as above
         left = None if session is None else session.remaining()
         z = exact_finish(inst, x, 1e-6, 1e-7, time_limit=left, memo=memo, canonical=True)
-        report["canonical"] = z is not None and psdsf_certificate(inst, z, tol=1e-9)["holds"]
+        report["canonical"] = certified(z)
         x = z if report["canonical"] else x
     log.info("ps-dsf fast: %d sweeps, %s", len(history), status.value)
     return x, status, {"sweeps": len(history), "omega": om, "finish": report, "max_change": history}

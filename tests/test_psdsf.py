@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_canonical import _back
 
 from fairalloc import Instance, load_instance, solve
 from fairalloc.errors import InstanceError
@@ -589,8 +590,7 @@ def test_any_order_and_any_units_give_the_same_allocation(seed, family, data):
     a = solve(inst, "ps-dsf")
     b = solve(_restated(inst, pu, ps, scale), "ps-dsf")
     assert a.status.value == b.status.value == "converged"
-    back = np.empty_like(b.x)
-    back[np.ix_(pu, ps)] = b.x
+    back = _back(b.x, pu, ps)
     np.testing.assert_allclose(back, a.x, rtol=0, atol=1e-9 * a.x.max())
 
 
@@ -602,8 +602,7 @@ def test_every_algorithm_runs_in_name_order(algorithm):
     a = solve(inst, "ps-dsf", algorithm=algorithm)
     b = solve(_restated(inst, pu, ps, [1.0] * 3), "ps-dsf", algorithm=algorithm)
     assert a.status.value == b.status.value == "converged"
-    back = np.empty_like(b.x)
-    back[np.ix_(pu, ps)] = b.x
+    back = _back(b.x, pu, ps)
     np.testing.assert_allclose(back, a.x, rtol=0, atol=1e-9 * a.x.max())
     if algorithm == "distributed":  # the trajectory names its users
         assert set(b.details["trajectory"][-1]["tasks"]) == set(inst.users)
@@ -652,8 +651,7 @@ def test_apf_vds_at_alpha_inf_is_ps_dsf_in_name_order():
     pu, ps = np.roll(np.arange(14), 5), np.array([3, 1, 0, 2])
     a = solve(inst, "apf-vds", alpha="inf", gains=False)
     b = solve(_restated(inst, pu, ps, [1e3, 1.0, 1e-3]), "apf-vds", alpha="inf", gains=False)
-    back = np.empty_like(b.x)
-    back[np.ix_(pu, ps)] = b.x
+    back = _back(b.x, pu, ps)
     np.testing.assert_allclose(back, a.x, rtol=0, atol=1e-9 * a.x.max())
     np.testing.assert_allclose(a.x, solve(inst, "ps-dsf").x, rtol=0, atol=1e-12 * a.x.max())
 
