@@ -624,8 +624,7 @@ class _Rows:
 def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: float = 1e-7,
                  relax: bool = False, drop: np.ndarray | None = None, out: dict[str, Any] | None = None,
                  time_limit: float | None = None, memo: dict[bytes, Any] | None = None,
-                 canonical: bool = False, slack_cap: float = 0.0, keep_timeout: bool = False
-                 ) -> np.ndarray | None:
+                 canonical: bool = False, keep_timeout: bool = False) -> np.ndarray | None:
     r"""The PS-DSF allocation with the *structure* of ``x`` (an approximate fixed point), solved exactly
     as one LP; ``None`` when the structure read from ``x`` admits none.
 
@@ -650,11 +649,9 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     solution is not unique, which one depending on the solver and on the last bits of the data;
     ``canonical=True`` takes the *canonical* one instead, the vertex maximising ``Σ h[n,i] x[n,i]/k_n``
     (``h`` the pair's :func:`~fairalloc.models.feasible.name_hash`, ``k_n`` the user's best ``γ``:
-    free of units and of the order of the file), unique for almost every ``h``; with ``relax=True`` as
-    well, among the points whose slacks total at most ``slack_cap·max(1, max X)`` (for a structure whose
-    certified point the relaxed LP found, with slacks at round-off, while the LP without slacks is
-    infeasible at its tolerance). The caller re-checks Thm 1
-    (:func:`~fairalloc.verify.psdsf.psdsf_certificate`).
+    free of units and of the order of the file), unique for almost every ``h`` (for the LP without
+    slacks).
+    The caller re-checks Thm 1 (:func:`~fairalloc.verify.psdsf.psdsf_certificate`).
     ``relax=True`` gives each Thm 1 row a slack and minimises their sum (χ's rows stay hard): a feasible
     point that breaks Thm 1 least for this structure, from which the sweeps continue; the support pairs
     whose holder rows needed slack are put in ``out["offenders"]`` (a mask; ``drop`` excludes pairs from
@@ -713,7 +710,7 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         rows_of.add(at[owner[on]], on, cost[owner[on], pairs[on, 1]])
         rows_of.set(at[n], B[n])
     key = [np.packbits(m).tobytes() for m in (support, at_limit, broke)]
-    key += [bytes([relax, canonical]), np.float64(slack_cap).tobytes()]
+    key.append(bytes([relax, canonical]))
     ntau = 0
     holder_row: list[tuple[np.ndarray, np.ndarray, int]] = []  # (ub row indices, holders m, server i)
     lazy: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # bottleneck rows left out: users, τ, φγ
@@ -801,15 +798,8 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
             A_ub = sp.hstack([A_ub, sp.csr_array((-np.ones(len(thm)), (thm, np.arange(len(thm)))),
                                                  shape=(A_ub.shape[0], len(thm)))]).tocsr()
             A_eq = sp.hstack([Aeq, sp.csr_array((Aeq.shape[0], len(thm)))]).tocsr()
+            obj = np.concatenate([obj, np.ones(len(thm))])
             bounds += [(0, None)] * len(thm)
-            if canonical:  # the slacks capped instead of minimised
-                obj = np.concatenate([obj, np.zeros(len(thm))])
-                cap = sp.csr_array((np.ones(len(thm)), (np.zeros(len(thm), int), nv + np.arange(len(thm)))),
-                                   shape=(1, A_ub.shape[1]))
-                A_ub = sp.vstack([A_ub, cap]).tocsr()
-                b_ub = np.r_[b_ub, slack_cap * max(1.0, float(X.max()))]
-            else:
-                obj = np.concatenate([obj, np.ones(len(thm))])
         if deadline is not None:
             opts["time_limit"] = max(1.0, deadline - time.perf_counter())
         res = linprog(obj, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=beq, bounds=bounds, method="highs",
@@ -826,7 +816,7 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         added = np.union1d(added, np.flatnonzero(viol))
     y = np.zeros_like(x)
     y[pairs[:, 0], pairs[:, 1]] = np.maximum(res.x[:P], 0.0)
-    if relax and out is not None and not canonical:
+    if relax and out is not None:
         slack = np.zeros(len(b_ub))
         slack[thm] = res.x[nv:]
         big = 1e-9 * max(1.0, float(X.max()))
@@ -955,14 +945,16 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     def certified(z: np.ndarray | None) -> bool:
         return z is not None and psdsf_certificate(inst, z, tol=1e-9)["holds"]
 
-    def structure_lp(**kw: Any) -> np.ndarray | None:
-        """:func:`exact_finish` on the current responses, within the session's remaining time and
-        ``LP_CAP`` (an LP that HiGHS cannot end costs at most that; its structure is not tried again)."""
+    def structure_lp(at: np.ndarray | None = None, **kw: Any) -> np.ndarray | None:
+        """:func:`exact_finish` on the current responses (or on ``at``), within the session's remaining
+        time and ``LP_CAP`` (an LP that HiGHS cannot end costs at most that; its structure is not tried
+        again)."""
         cap = max(LP_CAP[0], LP_CAP[1] * lp_seconds[0])
         remaining = None if session is None else session.remaining()
         left = cap if remaining is None else min(cap, remaining)
         start = time.perf_counter()
-        y = exact_finish(inst, resp, 1e-6, 1e-7, time_limit=left, memo=memo, keep_timeout=left == cap, **kw)
+        y = exact_finish(inst, resp if at is None else at, 1e-6, 1e-7, time_limit=left, memo=memo,
+                         keep_timeout=left == cap, **kw)
         took = time.perf_counter() - start
         if took < 0.99 * cap:
             lp_seconds[0] = max(lp_seconds[0], took)
@@ -970,18 +962,18 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
             report["capped"] = report.get("capped", 0) + 1
         return y
 
-    def finished(y: np.ndarray | None, pruned: int, drop: np.ndarray | None = None, slack: float = 0.0
+    def finished(y: np.ndarray | None, pruned: int, drop: np.ndarray | None = None
                  ) -> tuple[np.ndarray, Status, dict[str, Any]] | None:
-        """The run's result when ``y``, an exact finish's point (its structure without ``drop``; ``slack``
-        its relaxed LP's total slack, relative), carries the certificate: the structure's canonical
-        vertex where that carries it too."""
+        """The run's result when ``y``, an exact finish's point (of the responses' structure without
+        ``drop``), carries the certificate: that structure's canonical vertex where it carries it too,
+        else the canonical vertex of ``y``'s own structure, else ``y``."""
         if not certified(y):
             return None
         # one answer per input: where the structure's LP has several solutions, the solver's vertex moves
         # with the last bits of the data (another unit, another route); its canonical vertex does not
         z = structure_lp(drop=drop, canonical=True)
-        if not certified(z):  # infeasible at the LP's tolerance: slacks at round-off, as y's
-            z = structure_lp(relax=True, drop=drop, canonical=True, slack_cap=max(2.0 * slack, 1e-12))
+        if not certified(z):  # (a relaxed LP's point: its slacks on rows the point does not use)
+            z = structure_lp(at=y, canonical=True)
         report["canonical"] = certified(z)
         y = z if report["canonical"] else y
         report.update(sweep=sweep, pruned=pruned, change=rel)
@@ -1056,7 +1048,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                     y = structure_lp(relax=True, drop=drop, out=out)
                     if y is None:
                         break
-                    done = finished(y, prune, drop, out["slack_total"])
+                    done = finished(y, prune, out["offenders"] if drop is None else drop | out["offenders"])
                     if done:
                         return done
                     jump = y if jump is None else jump
