@@ -46,6 +46,7 @@ __all__ = [
     "server_rows",
     "set_room",
     "solve_in_name_order",
+    "task_unit",
     "weighted_vds",
     "with_room",
 ]
@@ -99,6 +100,13 @@ def require_per_server(inst: Instance, mechanism: str, allow_limits: bool = Fals
                             f"its game; {budget_hint}")
 
 
+def task_unit(inst: Instance) -> np.ndarray:
+    """``k_n = max_i γ[n,i]`` over the user's runnable servers (1 where it has none): the unit of user
+    ``n``'s tasks in :func:`normalized`, free of the units of every resource."""
+    k = np.where(inst.runnable, inst.gamma, 0.0).max(axis=1)
+    return np.where(k > 0, k, 1.0)
+
+
 def normalized(inst: Instance) -> tuple[Instance, np.ndarray, np.ndarray]:
     """The same per-server game in units where every number is near 1: each resource measured in its
     largest capacity (``ρ_r``), each user's task in ``k_n = max_i γ[n,i]`` of its own tasks. Returns
@@ -110,9 +118,7 @@ def normalized(inst: Instance) -> tuple[Instance, np.ndarray, np.ndarray]:
     measured in their capacity (``ρ`` then lists them after the server resources). Users who feed bytes
     next to cores, or a user whose task is 10⁻⁴ of another's, then meet the solver's tolerances at one
     scale."""
-    gamma = np.where(inst.runnable, inst.gamma, 0.0)
-    k = gamma.max(axis=1)
-    k = np.where(k > 0, k, 1.0)
+    k = task_unit(inst)
     lim = inst.tasks / k
     cost = inst.budget_cost * k[:, None]
     if inst.time_shared:

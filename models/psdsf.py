@@ -133,6 +133,7 @@ from fairalloc.models._perserver import (
     server_rows,
     set_room,
     solve_in_name_order,
+    task_unit,
     weighted_vds,
 )
 from fairalloc.models._pools import solve_on_pools
@@ -790,8 +791,7 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         A_ub, b_ub, A_eq = sp.vstack([Aub, more]).tocsr(), np.r_[bub, np.zeros(len(added))], Aeq
         obj = np.zeros(nv)
         if canonical:  # max Σ h x/k: one vertex of the structure's PS-DSF points, fixed by the names
-            best = np.where(inst.runnable, inst.gamma, 0.0).max(axis=1)
-            obj[:P] = -name_hashes(inst.users, inst.servers, pairs) / np.where(best > 0, best, 1.0)[owner]
+            obj[:P] = -name_hashes(inst.users, inst.servers, pairs) / task_unit(inst)[owner]
         bounds = [(0, None)] * P + [(0, None)] * N + [(None, None)] * ntau
         if relax:  # Thm 1's rows (right-hand side 0) get a slack each, its total minimised
             thm = np.flatnonzero(b_ub == 0.0)
@@ -1084,8 +1084,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
         X[U] += col - x[U, i]
         x[U, i] = col
     if finish and status is Status.CONVERGED:  # a fixed point of the sweeps: its canonical vertex, as above
-        left = None if session is None else session.remaining()
-        z = exact_finish(inst, x, 1e-6, 1e-7, time_limit=left, memo=memo, canonical=True)
+        z = structure_lp(at=x, canonical=True)
         report["canonical"] = certified(z)
         x = z if report["canonical"] else x
     log.info("ps-dsf fast: %d sweeps, %s", len(history), status.value)
