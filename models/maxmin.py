@@ -48,7 +48,7 @@ import pyomo.environ as pyo
 from fairalloc.instance import Instance
 from fairalloc.models.feasible import feasible_set
 from fairalloc.solvers import Session
-from fairalloc.solvers.canonical import RULE
+from fairalloc.solvers.canonical import RULE, TIGHT_FEASIBILITY
 from fairalloc.status import Status, worst
 
 __all__ = ["MaxMinOutcome", "add_maxmin", "leximin_model", "progressive_filling"]
@@ -198,9 +198,10 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
     left in the model's variables.
 
     ``canonical`` (a map ``{x[n,i]: (η_n, h[n,i])}``, :func:`~fairalloc.models.feasible.allocation_scale`)
-    replaces the last LP's vertex by the canonical point of the leximin face: every user held at its
-    level by its ``floor`` row (exactly at the level; at the rounds' floors, a relative ``tol`` below,
-    if the solver's levels are inconsistent by its tolerance), the vertex of what is left maximising
+    replaces the last LP's vertex by the canonical point of the leximin face: every user held between
+    the rounds' floor (a relative ``tol`` below its level) and its level, solved at a tight feasibility
+    tolerance (``TIGHT_FEASIBILITY``; see the comments below for the fall-backs), the vertex of what is
+    left maximising
     ``Σ h[n,i]·x[n,i]/X_n`` with ``h`` a hash of the names (:mod:`fairalloc.solvers.canonical`) and
     ``X_n`` the user's leximin total (:func:`pinned_scale`; ``η_n`` for a user at 0) — the totals are
     the leximin's, the split across servers no longer depends on the solver or the order of the input.
@@ -309,12 +310,9 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
             rescale(blk, handle, t)
             handle.update(variables=False)
     if canonical is not None:
-        # on the leximin face every user sits exactly at its level (the rounds held them a hair
-        # below, to keep each LP's start feasible); fall back to those floors if the solver's levels
-        # are inconsistent by its tolerance
+        # on the leximin face every user sits at its level; the rounds held each a hair below (a
+        # relative tol, to keep each LP's start feasible), and the tie-break keeps those floors
         held = {n: pyo.value(blk.floor_level[n]) for n in levels}
-        for n, lv in levels.items():
-            blk.floor_level[n] = lv
         pinned = pinned_scale(canonical)
         # on the leximin face every total is at its level from above too: the ceilings keep a user
         # whose columns are tiny next to the others' in a shared row from growing within tolerance
@@ -322,14 +320,18 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
         blk.ceiling = pyo.Constraint(list(levels), rule=lambda b, n: b.inv_scale * share[n]
                                      <= float(pyo.value(b.inv_scale)) * top[n])
         try:
-            can = session.canonical(m, pinned)
-            if can.status is Status.INFEASIBLE or can.status is Status.ERROR:
-                # levels inconsistent by the solver's tolerance: HiGHS says "infeasible", or at
-                # times "unknown" (seen: drfh, 30 users, a second level 1.6e-10 above the interior
-                # route's); the rounds' floors hold a hair below and are feasible
-                for n, lv in held.items():
+            # first: the rounds' floors at the tie-break's tight feasibility tolerance (10⁻¹⁰: rows held
+            # to ~1e-13 of themselves). Floors exactly at the levels were the first choice; the levels are
+            # known to the rounds' tolerance, and at 1e-10 that face was often empty: HiGHS says
+            # "infeasible", or "unknown" after 9.8 s at 1024 x 128 (seen before at HiGHS's default tolerance
+            # too: drfh, 30 users, a second level 1.6e-10 above the interior route's). Then at HiGHS's
+            # default (which lets a capacity row overrun by ~1e-8), the levels, then the floors
+            for tol, floors in ((TIGHT_FEASIBILITY, held), (None, levels), (None, held)):
+                for n, lv in floors.items():
                     blk.floor_level[n] = lv
-                can = session.canonical(m, pinned)
+                can = session.canonical(m, pinned, feasibility=(tol,))
+                if can.status is not Status.INFEASIBLE and can.status is not Status.ERROR:
+                    break
         finally:
             blk.del_component(blk.ceiling)
         info = {"rule": RULE + ", every user at its level", "status": can.status.value,
