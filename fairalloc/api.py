@@ -26,6 +26,7 @@ from fairalloc.registry import get_mechanism
 from fairalloc.result import Result, snap_zeros
 from fairalloc.solvers import Session
 from fairalloc.status import Status
+from fairalloc.verify.feasibility import into_rows
 from fairalloc.versions import versions
 
 __all__ = ["as_instance", "solve"]
@@ -130,6 +131,11 @@ def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver
     on_servers = sol.allocation.shape == (inst.n_users, inst.n_servers)
     allocation = snap_zeros(sol.allocation, sol.zero_tol, _user_scale(inst, sol),
                             np.where(inst.runnable, inst.gamma, np.inf) if on_servers else None)
+    if sol.status.ok and customize is None and sol.servers is None:
+        # a vertex within the solver's tolerance of χ, held in it exactly (verify.feasibility.into_rows)
+        allocation, overrun = into_rows(inst, allocation)
+        if overrun > 0:
+            sol.details = {**sol.details, "overrun_removed": overrun}
     _guard_feasibility(inst, sol, allocation, customize)
     result = Result(
         instance=inst.name, mechanism=mech.name, status=sol.status, users=inst.users,

@@ -48,7 +48,7 @@ import pyomo.environ as pyo
 from fairalloc.instance import Instance
 from fairalloc.models.feasible import feasible_set
 from fairalloc.solvers import Session
-from fairalloc.solvers.canonical import RULE, TIGHT_FEASIBILITY
+from fairalloc.solvers.canonical import RULE
 from fairalloc.status import Status, worst
 
 __all__ = ["MaxMinOutcome", "add_maxmin", "leximin_model", "progressive_filling"]
@@ -198,10 +198,10 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
     left in the model's variables.
 
     ``canonical`` (a map ``{x[n,i]: (η_n, h[n,i])}``, :func:`~fairalloc.models.feasible.allocation_scale`)
-    replaces the last LP's vertex by the canonical point of the leximin face: every user held between
-    the rounds' floor (a relative ``tol`` below its level) and its level, solved at a tight feasibility
-    tolerance (``TIGHT_FEASIBILITY``; see the comments below for the fall-backs), the vertex of what is
-    left maximising
+    replaces the last LP's vertex by the canonical point of the leximin face: every user held at its
+    level by its ``floor`` and a ``ceiling`` row (exactly at the level; where the solver's levels are
+    inconsistent by its tolerance, at each level less 1e-9, 1e-8, 1e-7 of it in turn, :data:`SHRINKS`,
+    and last between the rounds' floors and the levels), the vertex of what is left maximising
     ``Σ h[n,i]·x[n,i]/X_n`` with ``h`` a hash of the names (:mod:`fairalloc.solvers.canonical`) and
     ``X_n`` the user's leximin total (:func:`pinned_scale`; ``η_n`` for a user at 0) — the totals are
     the leximin's, the split across servers no longer depends on the solver or the order of the input.
@@ -310,30 +310,31 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
             rescale(blk, handle, t)
             handle.update(variables=False)
     if canonical is not None:
-        # on the leximin face every user sits at its level; the rounds held each a hair below (a
-        # relative tol, to keep each LP's start feasible), and the tie-break keeps those floors
+        # on the leximin face every user sits exactly at its level (the rounds held them a hair
+        # below, to keep each LP's start feasible)
         held = {n: pyo.value(blk.floor_level[n]) for n in levels}
         pinned = pinned_scale(canonical)
-        # on the leximin face every total is at its level from above too: the ceilings keep a user
-        # whose columns are tiny next to the others' in a shared row from growing within tolerance
-        top = dict(levels)
+        # ... from above too: the ceilings keep a user whose columns are tiny next to the others' in a
+        # shared row from growing within tolerance. Floor and ceiling rows have the same coefficients,
+        # so the tie-break LP holds each user by one row (merge_parallel_rows): an equality at one value
+        blk.ceiling_level = pyo.Param(list(levels), mutable=True, initialize=dict(levels), domain=pyo.Any)
         blk.ceiling = pyo.Constraint(list(levels), rule=lambda b, n: b.inv_scale * share[n]
-                                     <= float(pyo.value(b.inv_scale)) * top[n])
+                                     <= b.inv_scale * b.ceiling_level[n])
+        def pin(shrink: float) -> None:
+            for n, lv in levels.items():
+                blk.floor_level[n] = blk.ceiling_level[n] = lv * (1 - shrink)
+
         try:
-            # first: the rounds' floors at the tie-break's tight feasibility tolerance (10⁻¹⁰: rows held
-            # to ~1e-13 of themselves). Floors exactly at the levels were the first choice; the levels are
-            # known to the rounds' tolerance, and at 1e-10 that face was often empty: HiGHS says
-            # "infeasible", or "unknown" after 9.8 s at 1024 x 128 (seen before at HiGHS's default tolerance
-            # too: drfh, 30 users, a second level 1.6e-10 above the interior route's). Then at HiGHS's
-            # default (which lets a capacity row overrun by ~1e-8), the levels, then the floors
-            for tol, floors in ((TIGHT_FEASIBILITY, held), (None, levels), (None, held)):
-                for n, lv in floors.items():
-                    blk.floor_level[n] = lv
-                can = session.canonical(m, pinned, feasibility=(tol,))
-                if can.status is not Status.INFEASIBLE and can.status is not Status.ERROR:
-                    break
+            can, _ = tiebreak_shrinking(session, m, pinned, pin)
+            if can.status is Status.INFEASIBLE or can.status is Status.ERROR:
+                # last resort: between the rounds' floors and the levels (a slab: which side a user
+                # ends on is one more choice of the LP's, so this is tried last)
+                for n, lv in held.items():
+                    blk.floor_level[n], blk.ceiling_level[n] = lv, levels[n]
+                can = session.canonical(m, pinned)
         finally:
             blk.del_component(blk.ceiling)
+            blk.del_component(blk.ceiling_level)
         info = {"rule": RULE + ", every user at its level", "status": can.status.value,
                 "seconds": can.solve_seconds}
         # when the tie-break fails the last LP's vertex stands: optimal, but not the canonical split
@@ -341,6 +342,15 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
                                  "solver's vertex")
         return MaxMinOutcome(status, levels, rounds, msg, handle=handle, canonical=info)
     return MaxMinOutcome(status, levels, rounds, handle=handle)
+
+
+# the leximin face's levels are known to the rounds' tolerance: a face with every user exactly at its
+# level can be empty by ~1e-8 (HiGHS says "infeasible", or at times "unknown": seen on drfh, 30 users,
+# a second level 1.6e-10 above the interior route's; and on random_instance(4, 16, 5, 3, external=2,
+# scoped, placement) in other units). Every level less each of these fractions of itself is tried in
+# turn: the same equality rows with a right-hand side a hair lower, so the LP's optimal basis (which h
+# fixes) is the same and the point moves by about the shrink; then the rounds' floors (see above)
+SHRINKS = (0.0, 1e-9, 1e-8, 1e-7)
 
 
 def pinned_scale(canonical: Any) -> Any:
@@ -368,6 +378,23 @@ def pinned_scale(canonical: Any) -> Any:
         X = totals[v.index()[0]]
         out[v] = (X if X > 0 else eta, h)
     return out
+
+
+def tiebreak_shrinking(session: Session, m: pyo.ConcreteModel, scale: Any, pin: Any,
+                       shrinks: tuple[float, ...] = SHRINKS, options: dict[str, Any] | None = None
+                       ) -> tuple[Any, float]:
+    """``session.canonical(m, scale)`` after ``pin(shrink)`` (which holds every user at its level or
+    total less ``shrink`` of it) for each of ``shrinks`` in turn, until one tie-break LP is neither
+    infeasible nor failed; returns its outcome and shrink (the last tried where all failed)."""
+    out, shrink = None, 0.0
+    for shrink in shrinks:
+        pin(shrink)
+        out = session.canonical(m, scale, options=options)
+        if out.status is not Status.INFEASIBLE and out.status is not Status.ERROR:
+            break
+        log.info("canonical tie-break: every user at its level less %g of it: %s", shrink, out.status.value)
+    assert out is not None
+    return out, shrink
 
 
 def _probe(m: pyo.ConcreteModel, blk: pyo.Block, session: Session, handle: Any, share: Any,

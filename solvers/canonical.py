@@ -68,13 +68,6 @@ log = logging.getLogger(__name__)
 FACE_SLACKS = (1e-12, 1e-9, 1e-7)
 FACE_REL = FACE_SLACKS[0]
 
-# HiGHS's primal feasibility tolerance in the tie-break LP (its default is 1e-7): at the default, the
-# vertex it returned overran a capacity row by up to 2.3e-8 of the row on 39 of 120 random instances
-# (drfh; tsf-er 27) while the mechanism's own LP held them to 1e-15; at 1e-10 every one held to 1e-13.
-# Where the LP is infeasible or fails at this tolerance (the face is known only to the previous LP's
-# tolerance), it is solved again at HiGHS's default (canonical_point's ``feasibility``).
-TIGHT_FEASIBILITY = 1e-10
-
 
 class ColumnScale(Mapping[Any, tuple[float, float]]):
     """``{variable: (s, h)}`` held as arrays aligned with a list of variables: the mapping
@@ -133,17 +126,15 @@ class ColumnScale(Mapping[Any, tuple[float, float]]):
 
 def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
                     objective_value: float | None = None, time_limit: float | None = None,
-                    sifting: Any = "auto", feasibility: Sequence[float | None] = (TIGHT_FEASIBILITY, None)
-                    ) -> SolveOutcome:
+                    sifting: Any = "auto", options: dict[str, Any] | None = None) -> SolveOutcome:
     """The canonical vertex of the face of ``model`` (see the module docstring).
 
     ``scale`` maps the variables that enter the tie-break (the allocation ``x[n,i]``) to
     ``(s_n, h_{n,i})`` (:func:`~fairalloc.models.feasible.allocation_scale`); other variables are free
     to move within the face. ``objective_value`` (the LP's optimum ``z*``)
     adds the face row on the model's active objective; ``None`` when the model's rows already pin
-    the face (progressive filling's floors). ``feasibility`` lists HiGHS's primal feasibility
-    tolerances to try in turn (``None``: its default), each with every face slack, until one solve is
-    neither infeasible nor failed (:data:`TIGHT_FEASIBILITY`).
+    the face (progressive filling's floors). ``options`` are HiGHS options for the tie-break LP (e.g. a
+    tighter ``primal_feasibility_tolerance`` where the caller's certificate asks for more than 10⁻⁷).
     """
     t0 = time.perf_counter()
     form = compile_linear(model)
@@ -162,16 +153,13 @@ def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
             if sh is not None and sh[0] > 0:
                 weights[j], hashed[j] = 1.0 / sh[0], sh[1]
     out = None
-    for tol in feasibility:
-        for rel in FACE_SLACKS if objective_value is not None else (None,):
-            out = _solve_tiebreak(form, weights, hashed, col_lb, col_ub, objective_value, rel, time_limit, t0,
-                                  _sifting_mode(sifting), tol)
-            if out.status is not Status.INFEASIBLE:
-                break
-            log.info("canonical point: face with slack %s infeasible at primal feasibility tolerance %s "
-                     "(the LP's optimum is known to the solver's tolerance); widening", rel, tol)
-        if out.status not in (Status.INFEASIBLE, Status.ERROR):
+    for rel in FACE_SLACKS if objective_value is not None else (None,):
+        out = _solve_tiebreak(form, weights, hashed, col_lb, col_ub, objective_value, rel, time_limit, t0,
+                              _sifting_mode(sifting), options or {})
+        if out.status is not Status.INFEASIBLE:
             break
+        log.info("canonical point: face with slack %s infeasible (the LP's optimum is known to the "
+                 "solver's tolerance)%s", rel, "; widening" if rel is not None else "")
     assert out is not None
     return out
 
@@ -179,8 +167,9 @@ def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
 def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: np.ndarray,
                     col_ub: np.ndarray, objective_value: float | None, rel: float | None,
                     time_limit: float | None, t0: float, sifting: str = "auto",
-                    feasibility: float | None = None) -> SolveOutcome:
+                    options: dict[str, Any] | None = None) -> SolveOutcome:
     n_col = form.A.shape[1]
+    options = options or {}
     A, row_lb, row_ub = form.A, form.row_lb, form.row_ub
     if objective_value is not None and rel is not None:
         z = float(objective_value) - form.c0
@@ -208,7 +197,6 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
     lp.a_matrix_.index_ = A.indices.astype(np.int32)
     lp.a_matrix_.value_ = A.data
     h = new_highs()
-    options = {} if feasibility is None else {"primal_feasibility_tolerance": feasibility}
     for key, value in options.items():
         h.setOptionValue(key, value)
     if time_limit is not None:

@@ -255,19 +255,18 @@ class Session:
         return out
 
     def canonical(self, model: Any, scale: Any, objective_value: float | None = None,
-                  feasibility: Any = None) -> SolveOutcome:
+                  options: dict[str, Any] | None = None) -> SolveOutcome:
         """The canonical point of the face of optima (:mod:`fairalloc.solvers.canonical`), within
-        the remaining time; counted as one more solve (the solver's name is unchanged).
-        ``feasibility``: the primal feasibility tolerances to try (``None``: canonical_point's)."""
+        the remaining time; counted as one more solve (the solver's name is unchanged). ``options``:
+        HiGHS options for the tie-break LP."""
         from fairalloc.solvers.canonical import canonical_point
 
         rem = self.remaining()
         if rem is not None and rem <= 0:
             return SolveOutcome(status=Status.TIME_LIMIT, solver="highs-tiebreak",
                                 message="time limit reached before the canonical tie-break")
-        extra = {} if feasibility is None else {"feasibility": feasibility}
         out = canonical_point(model, scale, objective_value, rem,
-                              sifting=self.options.get("sifting", "auto"), **extra)
+                              sifting=self.options.get("sifting", "auto"), options=options)
         self.stats.solves += 1
         self.stats.iterations += out.iterations
         self.stats.build_seconds += out.build_seconds

@@ -120,9 +120,9 @@ def test_parallel_rows_merge_into_one_with_the_tightest_bounds() -> None:
     {"seed": 444, "limits": True, "weights": True, "external": 2, "scoped": True},
     {"seed": 3, "placement": True, "external": 1}])
 def test_the_canonical_point_holds_every_row_exactly(flags):
-    """At HiGHS's default primal feasibility tolerance the tie-break's vertex overran a capacity row by
-    2.0e-8 of it (tsf-er, the first instance) while the mechanism's own LP held it to 1e-15; the
-    tie-break now runs at TIGHT_FEASIBILITY first."""
+    """The tie-break's vertex overran a capacity row by 2.0e-8 of it (tsf-er, the first instance; HiGHS
+    holds rows to its tolerance) while the mechanism's own LP held it to 1e-15; fairalloc.solve now holds
+    every result in χ (verify.feasibility.into_rows)."""
     from fairalloc.verify import feasibility
 
     inst = random_instance(**flags)
@@ -130,3 +130,4 @@ def test_the_canonical_point_holds_every_row_exactly(flags):
         r = fairalloc.solve(inst, mech)
         assert r.status.value == "optimal" and r.details["canonical"]["status"] == "optimal"
         assert feasibility(inst, r.x)["max_relative_violation"] <= 1e-12, mech
+

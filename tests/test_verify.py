@@ -306,3 +306,18 @@ def test_cli_verify_subprocess(cli, examples, tmp_path):
     assert rep["strategy_proof"]["holds"] is None and rep["kkt"]["holds"] is None
     assert rep["pareto"]["holds"] is False and rep["envy_free"]["holds"] is True
     assert rep["bottleneck_fair"]["holds"] is False and rep["psdsf_certificate"]["holds"] is False
+
+
+def test_into_rows_scales_only_the_entries_of_rows_over_by_a_hair():
+    from fairalloc.verify.feasibility import into_rows
+
+    inst = Instance.from_arrays(capacity=[[10.0, 10.0], [10.0, 10.0]], demand=[[1.0, 0.0], [0.0, 1.0]],
+                                tasks=[np.inf, 4.0])
+    x = np.array([[10.0 * (1 + 3e-8), 2.0], [0.0, 4.0 * (1 + 5e-9)]])  # cpu at s1 and u2's limit over
+    y, over = into_rows(inst, x)
+    assert over == pytest.approx(3e-8, rel=1e-6)
+    assert feasibility(inst, y)["max_relative_violation"] == 0.0
+    assert y[0, 1] == x[0, 1]  # s2's cpu row is not over: u1's entry there stays
+    np.testing.assert_allclose(y, x, rtol=1e-7)
+    far = np.array([[10.01, 0.0], [0.0, 1.0]])  # 1e-3 over: left for the status guard to report
+    assert into_rows(inst, far)[1] == 0.0 and (into_rows(inst, far)[0] == far).all()

@@ -8,7 +8,7 @@ import numpy as np
 
 from fairalloc.instance import Instance
 
-__all__ = ["feasibility", "usage"]
+__all__ = ["feasibility", "into_rows", "usage"]
 
 
 def usage(inst: Instance, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -67,3 +67,57 @@ def feasibility(inst: Instance, x: np.ndarray, tol: float = 1e-6) -> dict[str, A
     return {"holds": bool(all(v <= tol * s for v, s, _ in rows)), "max_violation": max_violation,
             "max_relative_violation": max(0.0, worst[0] / worst[1]),
             "worst_row": worst[2] if worst[0] > 0 else None}
+
+
+ROUNDING = 1e-12  # a row over its bound by at most this fraction is over by the sum's rounding: left
+
+
+def into_rows(inst: Instance, x: np.ndarray, within: float = 1e-6) -> tuple[np.ndarray, float]:
+    """``x`` with every row of χ it overruns by more than :data:`ROUNDING` and at most ``within`` of the
+    row's bound held exactly: each
+    entry ``x[n,i]`` is multiplied by the least ``bound/used`` of the overrun rows it enters (a capacity
+    row of server ``i`` whose resource ``n`` demands, an external row in whose scope ``i`` is and whose
+    resource ``n`` demands, ``n``'s task limit, ``n``'s budget where ``x[n,i]`` costs something). Rows
+    overrun by more than ``within`` are left as they are (the caller reports them). Returns the new
+    allocation and the largest relative overrun it removed (0 when ``x`` is returned unchanged).
+
+    An LP solver holds its rows to its feasibility tolerance (HiGHS: 10⁻⁷ in its scaled units), so a
+    vertex may overrun a capacity row by ~10⁻⁸ of it. The factor depends only on the numbers of the
+    instance and of ``x``, not on units or order, so the repair keeps one answer per input; it lowers
+    the entries of an overrun row by at most ``within`` of themselves."""
+    x = np.array(x, float, copy=True)
+    if x.shape != (inst.n_users, inst.n_servers):
+        return x, 0.0
+    u = usage(inst, x)
+    worst = 0.0
+
+    def factor(used: np.ndarray, bound: np.ndarray) -> np.ndarray:
+        nonlocal worst
+        used, bound = np.asarray(used, float), np.asarray(bound, float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            over = (np.isfinite(bound) & (bound > 0) & (used > bound * (1 + ROUNDING))
+                    & (used <= bound * (1 + within)))
+            rel = np.where(over, used / np.where(over, bound, 1.0) - 1.0, 0.0)
+        worst = max(worst, float(rel.max(initial=0.0)))
+        # a hair below bound/used, so that the rounded sum cannot land above the bound again
+        return np.where(over, bound / np.where(over, used, 1.0) * (1 - 1e-14), 1.0)
+
+    f = np.ones_like(x)
+    srv = factor(u["server_used"], u["server_capacity"])  # (K, R)
+    if (srv < 1).any():
+        enters = (inst.runnable[:, :, None] if inst.time_shared else
+                  np.broadcast_to(inst.demand[:, None, :] > 0, (*x.shape, srv.shape[1])))
+        f = np.minimum(f, np.where(enters, srv[None], 1.0).min(axis=2))
+    if len(inst.external):
+        ext = factor(u["external_used"], inst.external_capacity)  # (E,)
+        for e in np.flatnonzero(ext < 1):
+            hit = np.outer(inst.external_demand[:, e] > 0, inst.external_scope[e])
+            f = np.where(hit, np.minimum(f, ext[e]), f)
+    lim = factor(x.sum(axis=1), inst.tasks)  # (N,)
+    f = np.minimum(f, lim[:, None])
+    if len(inst.budgeted):
+        bud = factor((inst.budget_cost * x).sum(axis=1), inst.budget_limit)
+        f = np.where(inst.budget_cost > 0, np.minimum(f, bud[:, None]), f)
+    if worst == 0.0:
+        return x, 0.0
+    return x * f, worst
