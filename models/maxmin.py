@@ -380,6 +380,36 @@ def pinned_scale(canonical: Any) -> Any:
     return out
 
 
+def canonical_split(inst: Instance, session: Session, x: np.ndarray, shrinks: tuple[float, ...] = SHRINKS,
+                    options: dict[str, Any] | None = None) -> tuple[np.ndarray | None, dict[str, Any]]:
+    """The canonical vertex of ``{y ∈ χ : Σ_i y[n,i] = X_n}`` with ``X`` the totals of ``x``: one split
+    per set of totals, for a mechanism whose optimum is unique in the totals only (MNW: the objective
+    reads ``X``). The rule and the scale are the leximin face's (:func:`pinned_scale`), and so are the
+    shrinks of the totals where the face with the solver's totals is empty by its tolerance
+    (``shrinks``, :data:`SHRINKS` by default). ``options``: HiGHS options of the tie-break LP. Returns
+    ``(y, info)``; ``y`` is ``None`` where every tie-break LP failed."""
+    from fairalloc.models.feasible import allocation, allocation_scale
+
+    X = np.maximum(np.asarray(x, float), 0.0).sum(axis=1)
+    m = pyo.ConcreteModel(name=f"canonical-split[{inst.name}]")
+    m.chi = feasible_set(inst)
+    for (n, i), v in zip(m.chi.pairs, m.chi.x.values()):
+        v.set_value(float(max(x[n, i], 0.0)))
+    m.total = pyo.Param(m.chi.N, mutable=True, initialize=dict(zip(inst.users, X)))
+    m.pin = pyo.Constraint(m.chi.N, rule=lambda m, n: m.chi.X[n] == m.total[n])
+    m.objective = pyo.Objective(expr=0.0)
+    scale = pinned_scale(allocation_scale(m.chi, inst))
+
+    def pin(shrink: float) -> None:
+        for u, v in zip(inst.users, X):
+            m.total[u] = float(v) * (1 - shrink)
+
+    out, shrink = tiebreak_shrinking(session, m, scale, pin, shrinks, options)
+    info = {"rule": RULE + ", every user at its total", "status": out.status.value,
+            "seconds": out.solve_seconds, "shrink": shrink}
+    return (allocation(m.chi, inst) if out.ok else None), info
+
+
 def tiebreak_shrinking(session: Session, m: pyo.ConcreteModel, scale: Any, pin: Any,
                        shrinks: tuple[float, ...] = SHRINKS, options: dict[str, Any] | None = None
                        ) -> tuple[Any, float]:

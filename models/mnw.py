@@ -48,6 +48,7 @@ Golden numbers (docs/examples.md#tsfer-fig2, [TSFER] Fig. 2): ``x[u1,s2] = x[u2,
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pyomo.environ as pyo
@@ -55,7 +56,8 @@ import scipy.sparse as sp
 
 from fairalloc.instance import Instance
 from fairalloc.models.feasible import allocation, feasible_set, uniform_split
-from fairalloc.registry import Param, Solution, choice, mechanism
+from fairalloc.models.maxmin import canonical_split
+from fairalloc.registry import Param, Solution, as_bool, choice, mechanism
 from fairalloc.solvers import Session
 from fairalloc.status import Status
 from fairalloc.verify.feasibility import feasibility
@@ -234,8 +236,12 @@ def build(inst: Instance, form: str = "log") -> pyo.ConcreteModel:
 @mechanism("mnw", problem="nlp", needs_demands=False, build=build, reference="[TSFER] §3.2, Thm 2",
            summary="max Σ φ[n] log X[n] over χ (Eisenberg–Gale), by Ipopt",
            params=[Param("form", choice("log", "epigraph"), "log",
-                         "objective form: log, or the epigraph exp(t) <= u (default for SCIP)")])
-def solve(inst: Instance, session: Session, form: str = "log") -> Solution:
+                         "objective form: log, or the epigraph exp(t) <= u (default for SCIP)"),
+                   Param("canonical", as_bool, True,
+                         "the canonical split of the optimal totals (the vertex of {x in χ: Σ_i x[n,i] = "
+                         "X[n]} maximising a name-hashed weighting of x/X, docs/canonical.md), kept where "
+                         "it is certified; false: the solver's split")])
+def solve(inst: Instance, session: Session, form: str = "log", canonical: bool = True) -> Solution:
     if session.solver_for("nlp").name == "scip":
         form = "epigraph"
     m = build(inst, form)
@@ -272,10 +278,34 @@ def solve(inst: Instance, session: Session, form: str = "log") -> Solution:
                    f"{GAP_TOL:g}) and largest relative row violation "
                    f"{feas['max_relative_violation']:.3g} (at most {FEAS_TOL:g}): the allocation is not "
                    "certified exact")
+    if canonical and status is Status.OPTIMAL and session.customize is None:
+        x, details["canonical"] = _canonical(inst, session, x, price, scale)
+        gap = duality_gap(inst, x, price)
     details.update(objective=float(np.sum(inst.weight * np.log(np.maximum(x.sum(axis=1), 1e-300)))),
                    kkt=last.kkt, duality_gap=gap, relative_gap=gap / scale, point=how,
                    prices={k: np.asarray(v, float).tolist() for k, v in price.items()})
     return Solution(x, status, message, zero_tol=1e-9, details=details)
+
+
+def _canonical(inst: Instance, session: Session, x: np.ndarray, price: dict[str, np.ndarray], scale: float
+               ) -> tuple[np.ndarray, dict[str, Any]]:
+    """The canonical split of ``x``'s totals (:func:`~fairalloc.models.maxmin.canonical_split`). The
+    Nash welfare and the dual bound read only the totals and the prices, so every split with the same
+    totals has the same duality gap; the split is kept where it is certified as ``x`` was (gap at most
+    ``GAP_TOL``, every row to ``FEAS_TOL``), which asks for its totals to within about 1e-10 of ``x``'s:
+    the tie-break LP runs at a primal feasibility tolerance of 1e-10 (HiGHS's default 1e-7 let a
+    capacity row overrun by ~1e-8) and the totals are shrunk by at most 1e-11 of themselves."""
+    y, info = canonical_split(inst, session, x, shrinks=(0.0, 1e-11),
+                              options={"primal_feasibility_tolerance": 1e-10})
+    if y is None:
+        return x, info
+    gap = duality_gap(inst, y, price)
+    feas = feasibility(inst, y, tol=FEAS_TOL)
+    if not (abs(gap) <= GAP_TOL * scale and feas["holds"]):
+        info["status"] = (f"rejected (duality gap {gap:.3g}, largest relative row violation "
+                          f"{feas['max_relative_violation']:.3g}): the solver's split")
+        return x, info
+    return y, info
 
 
 def _feasible_factor(inst: Instance, x: np.ndarray) -> float:
