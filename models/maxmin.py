@@ -51,7 +51,8 @@ from fairalloc.solvers import Session
 from fairalloc.solvers.canonical import RULE
 from fairalloc.status import Status, worst
 
-__all__ = ["MaxMinOutcome", "add_maxmin", "leximin_model", "progressive_filling"]
+__all__ = ["SHRINKS", "MaxMinOutcome", "add_maxmin", "canonical_split", "leximin_model",
+           "progressive_filling", "tiebreak_shrinking"]
 
 log = logging.getLogger(__name__)
 
