@@ -13,6 +13,8 @@ A mechanism is a function ``solve(instance, session, **params) -> Solution`` reg
 - :func:`add_maxmin` — the max-min LP on top of any indexed expression of shares;
 - :func:`progressive_filling` — the weighted lexicographic max-min of those shares (one persistent LP,
   re-solved until every user is frozen), leaving the allocation in the model;
+- :func:`canonical_split` — one split across servers for given totals (the canonical vertex of
+  ``{y ∈ χ : Σ_i y[n,i] = X_n}``), for a mechanism whose optimum is unique in the totals only (``mnw``);
 - :class:`Session` — the solve layer a mechanism receives: ``session.solve(model, "lp")`` for one solve,
   ``session.open``/``session.run`` for a persistent handle; it applies the user's ``customize`` hook;
 - :class:`Solution` — what ``solve`` returns: the allocation, a :class:`Status`, a message, details;
@@ -33,7 +35,13 @@ A leximin of a share of your own, in full::
 
 from fairalloc.instance import Instance
 from fairalloc.models.feasible import allocation, feasible_set, uniform_split
-from fairalloc.models.maxmin import MaxMinOutcome, add_maxmin, leximin_model, progressive_filling
+from fairalloc.models.maxmin import (
+    MaxMinOutcome,
+    add_maxmin,
+    canonical_split,
+    leximin_model,
+    progressive_filling,
+)
 from fairalloc.registry import (
     Param,
     Solution,
@@ -50,5 +58,6 @@ from fairalloc.solvers import Session
 from fairalloc.status import Status
 
 __all__ = ["Instance", "MaxMinOutcome", "Param", "Session", "Solution", "Status", "add_maxmin",
-           "allocation", "as_bool", "as_float", "as_floats", "as_int", "as_str", "choice", "feasible_set",
+           "allocation", "as_bool", "as_float", "as_floats", "as_int", "as_str", "canonical_split", "choice",
+           "feasible_set",
            "leximin_model", "mechanism", "positive", "progressive_filling", "uniform_split"]
