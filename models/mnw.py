@@ -60,7 +60,7 @@ from fairalloc.models.maxmin import canonical_split
 from fairalloc.registry import Param, Solution, as_bool, choice, mechanism
 from fairalloc.solvers import Session
 from fairalloc.status import Status
-from fairalloc.verify.feasibility import feasibility
+from fairalloc.verify.feasibility import feasibility, into_rows
 
 GAP_TOL = 1e-10  # relative duality gap (over Σφ) below which the result is `optimal`
 FEAS_TOL = 1e-9  # ... with every row of χ met to this fraction of its bound
@@ -269,7 +269,7 @@ def solve(inst: Instance, session: Session, form: str = "log", canonical: bool =
     status, message = last.status, "" if last.ok else last.message
     feas = feasibility(inst, x, tol=FEAS_TOL)
     if status.ok and not feas["holds"]:  # an uncertified point is at least feasible: shrink it
-        x = x * _feasible_factor(inst, x)
+        x, _ = into_rows(inst, x, within=math.inf)
         details["shrunk_to_feasible"] = feas["max_relative_violation"]
         gap = duality_gap(inst, x, price)
     if status.ok and not (abs(gap) <= GAP_TOL * scale and feas["holds"]):
@@ -306,15 +306,6 @@ def _canonical(inst: Instance, session: Session, x: np.ndarray, price: dict[str,
                           f"{feas['max_relative_violation']:.3g}): the solver's split")
         return x, info
     return y, info
-
-
-def _feasible_factor(inst: Instance, x: np.ndarray) -> float:
-    """The largest ``f ≤ 1`` with ``f·x`` in χ (every row of χ is ``≤`` with a non-negative matrix)."""
-    M, b, _ = _price_columns(inst)
-    pairs = np.argwhere(inst.runnable)
-    used = M.T @ x[pairs[:, 0], pairs[:, 1]]
-    over = used > b
-    return float(min(1.0, np.min(b[over] / used[over]))) if over.any() else 1.0
 
 
 def _gap(inst: Instance, x: np.ndarray, m: pyo.ConcreteModel) -> tuple[float, dict[str, np.ndarray]]:
