@@ -59,5 +59,4 @@ from fairalloc.status import Status
 
 __all__ = ["Instance", "MaxMinOutcome", "Param", "Session", "Solution", "Status", "add_maxmin",
            "allocation", "as_bool", "as_float", "as_floats", "as_int", "as_str", "canonical_split", "choice",
-           "feasible_set",
-           "leximin_model", "mechanism", "positive", "progressive_filling", "uniform_split"]
+           "feasible_set", "leximin_model", "mechanism", "positive", "progressive_filling", "uniform_split"]

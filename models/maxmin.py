@@ -321,6 +321,7 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
         blk.ceiling_level = pyo.Param(list(levels), mutable=True, initialize=dict(levels), domain=pyo.Any)
         blk.ceiling = pyo.Constraint(list(levels), rule=lambda b, n: b.inv_scale * share[n]
                                      <= b.inv_scale * b.ceiling_level[n])
+
         def pin(shrink: float) -> None:
             for n, lv in levels.items():
                 blk.floor_level[n] = blk.ceiling_level[n] = lv * (1 - shrink)
