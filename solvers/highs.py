@@ -74,6 +74,14 @@ def _has_named_expression(expr: Any) -> bool:
     return False
 
 
+# HiGHS's primal and dual feasibility tolerances for the mechanisms' LPs (its defaults are 1e-7, on the
+# scaled LP). At 1e-7 a max-min LP's level could sit up to ~5e-7 above what the rows allow (it uses the
+# slack the tolerance gives every row), and by a different amount in other units of the same instance:
+# drfh on a restated random_instance(4, 16, 5, 3, external=2, scoped, placement) gave levels 5e-7 apart
+# and allocations 5.4e-6 apart; at 1e-9 they agree to 3e-13.
+TOLERANCES = {"primal_feasibility_tolerance": 1e-9, "dual_feasibility_tolerance": 1e-9}
+
+
 def new_highs() -> highspy.Highs:
     """A ``highspy.Highs`` with its logging off, created with file descriptor 1 guarded (highspy ≥ 1.16
     prints a banner from the constructor)."""
@@ -180,10 +188,15 @@ class HighsBridge:
         given = _interior_mode(options.pop("interior", None))
         self.interior = given or "off"
         self.interior_default = given is None
-        for k, v in options.items():
+        # tolerances tighter than HiGHS's defaults, unless the user sets them (not for PDLP, a
+        # first-order method): see TOLERANCES
+        tight = {} if algorithm == "pdlp" or options.get("solver") == "pdlp" else {
+            k: v for k, v in TOLERANCES.items() if k not in options}
+        for k, v in {**tight, **options}.items():
             self._set_option(k, v)
         self.algorithm = algorithm
         self.user_options = dict(options)
+        self.sift_options = {**tight, **options}  # the restricted LPs' (Sifter)
         self._sift: Sifter | None = None
         self.sift_stats: dict[str, Any] = {}
         self.solves = 0
@@ -577,7 +590,7 @@ class HighsBridge:
     def _solve_sifting(self, time_limit: float | None, options: dict[str, Any], kkt: bool) -> SolveOutcome:
         """:class:`Sifter` on the full LP; falls back to the full solve when the restricted LP fails."""
         if self._sift is None:
-            self._sift = Sifter(self.h, self.user_options, self.algorithm)
+            self._sift = Sifter(self.h, self.sift_options, self.algorithm)
         self._sift.given, self._passed = self._passed, None  # what HiGHS holds, if nothing changed
         if self.x.size == self.form.shape[1]:
             self._sift.start = self.x / self.C
