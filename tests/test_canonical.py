@@ -31,6 +31,16 @@ def _permuted(inst: Instance, pu: np.ndarray, ps: np.ndarray) -> Instance:
     return parse_instance(d)
 
 
+def _restated(inst: Instance, pu: np.ndarray, ps: np.ndarray, units: list[float], external: float = 1.0
+              ) -> Instance:
+    """``inst`` with resource ``r``'s capacities and demands times ``units[r]``, the external resources'
+    times ``external``, users and servers in the orders ``pu``/``ps`` (``_back`` maps an allocation back)."""
+    f = np.asarray(units, float)
+    return _permuted(inst.replace(capacity=inst.capacity * f, demand=inst.demand * f,
+                                  external_capacity=inst.external_capacity * external,
+                                  external_demand=inst.external_demand * external), pu, ps)
+
+
 def _back(x: np.ndarray, pu: np.ndarray, ps: np.ndarray) -> np.ndarray:
     out = np.empty_like(x)
     out[np.ix_(pu, ps)] = x
@@ -138,8 +148,7 @@ def test_mnw_split_is_canonical_in_any_order_and_units(seed):
     largest entry under a restatement (seed 6, weights), with the canonical split it does not move."""
     inst = random_instance(seed, 16, 5, 3, weights=True, external=1)
     pu, ps = np.random.default_rng(seed).permutation(16), np.random.default_rng(seed + 1).permutation(5)
-    restated = _permuted(inst.replace(capacity=inst.capacity * [1e5, 1e-4, 37.0],
-                                      demand=inst.demand * [1e5, 1e-4, 37.0]), pu, ps)
+    restated = _restated(inst, pu, ps, [1e5, 1e-4, 37.0])
     a, b = fairalloc.solve(inst, "mnw"), fairalloc.solve(restated, "mnw")
     assert a.status.value == b.status.value == "optimal"
     assert a.details["canonical"]["status"] == b.details["canonical"]["status"] == "optimal"
@@ -156,15 +165,10 @@ def test_a_restated_instance_gets_the_same_levels_and_split():
     tie-break failed in one statement); at the bridge's TOLERANCES (1e-9) they agree to 3e-13."""
     inst = random_instance(4, 16, 5, 3, external=2, scoped=True, placement=True)
     rng = np.random.default_rng(45)
-    f = np.array([1e5, 1e-4, 37.0])
-    restated = inst.replace(capacity=inst.capacity * f, demand=inst.demand * f,
-                            external_capacity=inst.external_capacity * 1e3,
-                            external_demand=inst.external_demand * 1e3)
     pu, ps = rng.permutation(inst.n_users), rng.permutation(inst.n_servers)
-    restated = restated.take(users=pu, servers=ps)
+    restated = _restated(inst, pu, ps, [1e5, 1e-4, 37.0], external=1e3)
     for mech in ("drfh", "tsf-er"):
         a, b = fairalloc.solve(inst, mech), fairalloc.solve(restated, mech)
         assert a.status.value == b.status.value == "optimal"
-        x = np.empty_like(b.allocation)
-        x[np.ix_(pu, ps)] = b.allocation
-        np.testing.assert_allclose(x, a.allocation, rtol=0, atol=1e-9 * a.allocation.max())
+        np.testing.assert_allclose(_back(b.allocation, pu, ps), a.allocation, rtol=0,
+                                   atol=1e-9 * a.allocation.max())
