@@ -536,6 +536,8 @@ def _sweeps(inst: Instance, session: Session, responders: dict[int, Any], x: np.
 
 
 GAP = 1e-11  # numpy_best_response: the largest relative duality gap accepted (else Ipopt answers)
+FEASIBLE = 1e-10  # ... and its rows' use within this much of their capacity where priced (stopping rule)
+FEASIBLE_ITER = 20  # ... sought for at most this many iterations once the gap is closed
 
 
 class _ServerUtility:
@@ -578,6 +580,67 @@ class _ServerUtility:
         return np.exp(t)
 
 
+def _use(col: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``Σ_n col_n d_n`` with a user that wants an unbounded amount (``col_n = inf``) counted only on the
+    rows it needs (``inf · 0`` as 0)."""
+    with np.errstate(invalid="ignore"):
+        return (np.where(d > 0, col[:, None], 0.0) * d).sum(axis=0)
+
+
+def _coordinate_sweep(lam: np.ndarray, rows: np.ndarray, grad: Callable[[np.ndarray], np.ndarray],
+                      scale: np.ndarray) -> np.ndarray:
+    """One sweep of exact minimisation of a convex function of prices ``λ ≥ 0`` along each coordinate of
+    ``rows`` in turn, from its gradient ``grad``: the root of the increasing ``∂_r`` in ``λ_r``,
+    bracketed by doubling or halving ``λ_r`` (from ``scale_r`` where ``λ_r = 0``), then bisected in
+    ``log λ_r`` until ``|∂_r|`` is 10⁻³ of its start — steps in each price's own scale, whatever the
+    others' are (the caller's Newton steps finish)."""
+    lam = lam.copy()
+    for r in rows:
+        def g(v: float, r: int = r) -> float:
+            trial = lam.copy()
+            trial[r] = v
+            return float(grad(trial)[r])
+
+        g0 = g(lam[r])
+        if not g0 < 0 and not (g0 > 0 and lam[r] > 0):
+            continue  # at its minimum (or at 0 with room, or undefined)
+        if g0 < 0:  # over-full: the price rises
+            lo, hi = lam[r], (2.0 * lam[r] if lam[r] > 0 else scale[r])
+            if not hi > 0:
+                continue
+            for _ in range(200):
+                if g(hi) >= 0:
+                    break
+                lo, hi = hi, 2.0 * hi
+            else:
+                lam[r] = hi
+                continue
+        else:  # room left at a positive price: it falls
+            lo, hi = 0.5 * lam[r], lam[r]
+            for _ in range(200):
+                if g(lo) <= 0:
+                    break
+                lo, hi = 0.5 * lo, lo
+            else:
+                lam[r] = 0.0
+                continue
+        best = (abs(g0), lam[r])
+        for _ in range(100):  # until ∂_r is 10⁻³ of where it started, or the bracket is at round-off
+            if hi - lo <= 1e-13 * hi:
+                break
+            mid = math.sqrt(lo * hi) if lo > 0 else 0.5 * hi
+            gm = g(mid)
+            best = min(best, (abs(gm), mid))
+            if abs(gm) <= 1e-3 * abs(g0):
+                break
+            if gm < 0:
+                lo = mid
+            else:
+                hi = mid
+        lam[r] = best[1]
+    return lam
+
+
 def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float, x: np.ndarray,
                         ub: np.ndarray | None = None, max_iter: int = 200, prices: np.ndarray | None = None,
                         row: ServerRows | None = None) -> tuple[np.ndarray, float, float, np.ndarray] | None:
@@ -589,9 +652,13 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     ``x_n(λ) = clip(φ_n γ_{n,i} g'^{-1}(γ_{n,i} λ·d_n) − o_n, 0, ub_n)`` (``o_n = Σ_{j≠i} x_{n,j}``, ``ub``
     the room task limits and budgets leave); the dual ``Φ(λ) = Σ_n φ_n g(s̃_n(λ)) − Σ_n (λ·d_n) x_n(λ) +
     λ·c`` is convex with gradient ``c − Σ_n x_n(λ) d_n`` and Hessian ``Σ_n φ_nγ_{n,i}²/|g''| d_n d_nᵀ`` over
-    the users strictly inside their bounds; projected Newton with an Armijo search on ``Φ``. The column is
-    ``x(λ*)`` scaled onto the rows if it is a hair outside; ``U_i(column) ≤ max U_i ≤ Φ(λ*)``, so the gap
-    between the last two numbers bounds the error of a gain computed from either. ``A``, ``B``: the
+    the users strictly inside their bounds; projected Newton with an Armijo search on ``Φ``, its system
+    scaled to a unit diagonal (the rows' prices can be 10¹⁴ apart), and where a step is not usable, one
+    sweep of exact minimisation along each price (:func:`_coordinate_sweep`). It stops once the gap is
+    closed and the priced rows are held to ``FEASIBLE`` (the gap alone leaves the columns of users with
+    large VDS loose). The column is ``x(λ*)`` scaled onto the rows if it is a hair outside;
+    ``U_i(column) ≤ max U_i ≤ Φ(λ*)``, so the gap between the last two numbers bounds the error of a gain
+    computed from either. ``A``, ``B``: the
     server's own (utility-scaled or not: the argmax is the same). ``prices``: a start for ``λ`` in the same
     units (an equilibrium's multipliers make the check of an equilibrium immediate); else the largest
     marginal utility per unit of each row at ``x``. ``row``: server ``i``'s :class:`ServerRows` (else
@@ -641,6 +708,7 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     m0 = u.gp(z0) / gam
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         lam = np.where(d > 0, m0[:, None] / np.where(d > 0, d, 1.0), 0.0).max(axis=0)
+    lam0 = lam.copy()  # each row's scale for a price at 0 that must rise
     val = dual(lam)
     if prices is not None and len(prices) < len(lam):  # the own rows' prices; the external rows' as above
         prices = np.concatenate([np.asarray(prices, float), lam[len(prices):]])
@@ -649,47 +717,78 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
         given_val = dual(given)
         if given_val < val:
             lam, val = given, given_val
+    extra = 0
     for _ in range(max_iter):
         col, _, want = primal(lam)
+        grad = c - _use(col, d)
         if np.isfinite(val) and np.isfinite(col).all():
             low = feasible(col)[1]
+            # the gap bounds the utility's error, not the column's: users of large VDS add next to nothing
+            # to U_i, so their tasks can be 10⁻³ off at a gap of 10⁻¹³; the rows are held too, for at
+            # most FEASIBLE_ITER more iterations (prices 10⁻¹⁸ of another row's may not get there)
             if val - low <= 0.1 * GAP * max(1.0, abs(low)):
-                break
-        grad = c - col @ d
+                held = (np.abs(projected(lam, grad)) <= FEASIBLE * np.maximum(c, 1e-300)).all()
+                if held or extra >= FEASIBLE_ITER:
+                    break
+                extra += 1
         fixed = (lam <= 0) & (grad >= 0)
         free = (want > 0) & (want < cap)
         z = (o + col) / phig
         w = np.where(free, phig * gam / np.abs(u.gpp(z)), 0.0)
         H = (d * w[:, None]).T @ d
         F = ~fixed
-        step = np.zeros_like(lam)
+        step = np.full_like(lam, np.nan)
+        # Newton over the rows with curvature; a price that no user strictly inside its bounds depends on
+        # (Φ linear in it) and whose row is not at its kink goes to the sweep below first
+        flat = F & (np.diag(H) <= 0)
+        F &= ~flat
+        kinked = bool((flat & (np.abs(grad) > 1e-12 * np.maximum(c, 1e-300))).any())
         Hf = H[np.ix_(F, F)]
-        Hf[np.diag_indices_from(Hf)] += 1e-12 * max(float(np.trace(Hf)), 1e-300)
-        try:
-            step[F] = np.linalg.solve(Hf, -grad[F])
-        except np.linalg.LinAlgError:
-            step[F] = np.nan
-        size = float(np.linalg.norm(lam[F])) or 1.0
-        if not np.isfinite(step).all() or step @ grad >= 0 or np.linalg.norm(step) > 1e3 * size:
-            # no usable curvature (no user strictly inside its bounds wants this server at these
-            # prices: Φ is linear there): a gradient step that moves λ by half its size
-            g = np.where(F, grad, 0.0)
-            step = -0.5 * size * g / max(float(np.linalg.norm(g)), 1e-300)
+        dg = np.diag(Hf).copy()
+        if F.any():
+            # Newton's step with Hf scaled to a unit diagonal: the rows' prices and curvatures can be
+            # orders of magnitude apart (an external row's room of 3 % next to the server's own rows:
+            # curvature 10⁻⁴ against 10¹⁰), and a regularisation relative to the trace swamped the small
+            # ones, so their prices crawled for the 200 iterations
+            s = 1.0 / np.sqrt(dg)
+            Hs = s[:, None] * Hf * s[None, :]
+            Hs[np.diag_indices_from(Hs)] += 1e-12
+            try:
+                step[F] = s * np.linalg.solve(Hs, -s * grad[F])
+            except np.linalg.LinAlgError:
+                pass
+        step[~F] = 0.0
+        newton_ok = (np.isfinite(step).all() and step @ grad < 0
+                     and not (np.abs(step) > 1e3 * np.maximum(lam, lam0)).any())
         gnorm = float(np.linalg.norm(projected(lam, grad)))
+        found = False
         t = 1.0
-        while t > 1e-12:
+        while newton_ok and not kinked and t > 1e-12:
             new = np.maximum(lam + t * step, 0.0)
             nv = dual(new)
             if nv <= val - 1e-4 * abs(grad @ (new - lam)):
+                found = True
                 break
             # near λ* Φ is flat to round-off while the gap is first order in the gradient: there a
             # step that lowers the projected gradient is taken
             if nv <= val + 1e-13 * max(1.0, abs(val)) and np.isfinite(nv):
                 g_new = c - primal(new)[0] @ d
                 if np.linalg.norm(projected(new, g_new)) < (1 - 1e-4 * t) * gnorm:
+                    found = True
                     break
             t *= 0.5
-        else:
+        if not found:
+            # no usable curvature (a row that no user strictly inside its bounds needs: Φ is linear in
+            # its price there), a wild step, or a Newton step the search cannot use (prices orders of
+            # magnitude apart: an external row's room of 3 % next to the server's own rows): one sweep
+            # of exact minimisation along each price in turn, in the price's own scale
+            new = _coordinate_sweep(lam, np.flatnonzero(~fixed), lambda v: c - _use(primal(v)[0], d), lam0)
+            nv = dual(new)
+            # accepted where Φ falls, or stays within round-off (prices 10⁻¹⁴ of another row's move Φ by
+            # less than its round-off, and their rows are still over-full) while the gradient shrinks
+            found = bool(nv < val) or bool(nv <= val + 1e-13 * max(1.0, abs(val)) and np.linalg.norm(
+                projected(new, c - _use(primal(new)[0], d))) < gnorm)
+        if not found:
             break  # no more progress: judged below
         lam, val = new, nv
     col = primal(lam)[0]

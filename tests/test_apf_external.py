@@ -282,6 +282,43 @@ def test_ipopt_best_response_within_the_room():
         assert (col @ inst.external_demand[:, use] <= room * (1 + 1e-7)).all()
 
 
+@pytest.mark.parametrize("seed,fam,alpha,server", [(1, "external", 8.0, 0), (4, "external", 8.0, 2),
+                                                    (4, "mixed", 8.0, 0), (14, "mixed", 4.0, 1)])
+def test_numpy_best_response_with_prices_orders_apart(seed, fam, alpha, server):
+    """A server's exact best response where its rows' prices are orders of magnitude apart (the external
+    room a few % of a row, α = 4–8): the dual Newton method returns a column with its duality gap, and
+    Ipopt on the Pyomo model of (12)–(15) finds no better one. Before the rows were scaled one by one
+    (Newton's system to a unit diagonal, the exact coordinate sweep), these four ended without a
+    certificate (``None``), and a continuation's best-response rescue left such servers where they
+    were."""
+    from fairalloc.models import apf_vds as M
+    from fairalloc.models.feasible import uniform_split
+    from fairalloc.solvers import Session
+
+    inst = random_instance(seed, 12, 4, 3, **FAMILIES[fam])
+    K = inst.n_servers
+    x = uniform_split(inst) * np.random.default_rng(seed).uniform(0.2, 3, (inst.n_users, K))
+    responders = M._make_responders(inst, np.full(K, alpha), np.ones(K), np.zeros(K), lp=False)
+    out = responders[server].numpy_response(x)
+    assert out is not None
+    col, value, bound, _ = out
+    assert value - 1e-13 * max(1.0, abs(value)) <= bound <= value + M.GAP * max(1.0, abs(value))
+    row = M.with_room(inst, x, M.server_rows(inst)[server])
+    assert (row.usage(col) <= row.capacity * (1 + 1e-12)).all()
+    ref, status = M.ServerBestResponse(inst, server, alpha, 1.0, 0.0).respond(x, Session())
+    assert status.has_point  # Ipopt may end a hair outside the rows: scaled onto them
+    use = row.usage(ref)
+    ref = ref * min(1.0, float(np.min(row.capacity[use > 0] / use[use > 0], initial=np.inf)))
+    y = x.copy()
+    y[:, server] = ref
+    users = np.flatnonzero(inst.runnable[:, server])
+    phig = inst.weight[users] * inst.gamma[users, server]
+    u = M._ServerUtility(alpha, 1.0, 0.0)
+    ipopt_value = float(np.sum(inst.weight[users] * u.g(y[users].sum(axis=1) / phig)))
+    assert ipopt_value <= bound + 1e-9 * max(1.0, abs(bound))
+    assert value >= ipopt_value - 1e-7 * max(1.0, abs(value))
+
+
 @pytest.mark.parametrize("unit", [1e4, 1e-4])
 def test_psdsf_external_units(unit):
     """A 200 × 32 `mixed` instance with its link in other units: certified either way (in the instance's

@@ -122,15 +122,15 @@ def test_alpha_64_certifies_by_continuation():
     assert dev[64.0] < dev[8.0]
 
 
-def test_a_clipped_point_that_fails_the_certificate_is_where_newton_goes_on(monkeypatch):
+def test_a_clipped_point_that_fails_the_certificate_is_where_newton_goes_on():
     """Newton's point can solve its own scaled system to 10⁻¹⁵ with an idle row's multiplier at −10⁻¹⁸,
     which the bound-scaled row sees as 0 but which is 10⁻⁸ of a small user's marginal at large α; clipped,
-    that point failed the certificate and Newton stalled there (this instance at α = 24, with the rows
-    scaled by their bounds as at α ≤ 8, ended ``iteration_limit``). Newton now goes on from the clipped
-    point, and the path certifies. (With the rows scaled from the support, the default above α = 8, this
-    case certifies either way.)"""
-    monkeypatch.setattr(_apf_newton, "SUPPORT_SCALE_ABOVE", np.inf)
-    inst = _inst(1, "plain", N=20, K=4, R=4)
+    that point failed the certificate and Newton stalled there (`plain` seed 1 at α = 24, with the rows
+    scaled by their bounds, ended ``iteration_limit``). Newton now goes on from the clipped point. That
+    instance no longer reaches the clipped branch (nor certifies with the bound scales forced, since the
+    best-response rescue's responses became exact); this one goes on from a clipped point three times on
+    its path (counted with a copy of the branch that records it) and certifies."""
+    inst = _inst(4, "plain", N=20, K=4, R=4)
     r = solve(inst, "apf-vds", alpha=24.0, gains=False, time_limit=120)
     assert r.status.value == "optimal" and r.details["algorithm"] == "newton", r.message
     game, lam = _lam(inst, r)
