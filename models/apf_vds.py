@@ -423,11 +423,12 @@ class NumpyBestResponse:
     """Server ``i``'s best response (finite ``α_i``) by :func:`numpy_best_response`, certified by its
     duality gap; where that does not certify, by Ipopt (:class:`ServerBestResponse`, built on first use).
     Used instead of Ipopt unless a ``customize`` hook edits the Pyomo models. ``row``: the server's
-    :class:`ServerRows` if the caller has them (else read from the instance once)."""
+    :class:`ServerRows` if the caller has them (else read from the instance once). ``hold_rows``: the
+    column itself is wanted (sweeps), not only its utility (a gain): :func:`numpy_best_response`."""
 
     def __init__(self, inst: Instance, i: int, alpha: float, A: float, B: float,
-                 row: ServerRows | None = None) -> None:
-        self.inst, self.i, self.params = inst, i, (alpha, A, B)
+                 row: ServerRows | None = None, hold_rows: bool = True) -> None:
+        self.inst, self.i, self.params, self.hold_rows = inst, i, (alpha, A, B), hold_rows
         self.row = row if row is not None else server_rows(inst)[i]
         self.users = self.row.users
         self._limited = coupled_users(inst, i, self.users)
@@ -443,7 +444,7 @@ class NumpyBestResponse:
         if len(self._limited):
             ub[self._limited] = coupling_room(self.inst, x, self.i, self.users[self._limited])
         out = numpy_best_response(self.inst, self.i, *self.params, x, ub, prices=prices,
-                                  row=with_room(self.inst, x, self.row))
+                                  row=with_room(self.inst, x, self.row), hold_rows=self.hold_rows)
         if out is None or len(out[3]) == len(self.row.capacity):
             return out
         return out[0], out[1], out[2], out[3][:len(self.row.capacity)]
@@ -643,7 +644,8 @@ def _coordinate_sweep(lam: np.ndarray, rows: np.ndarray, grad: Callable[[np.ndar
 
 def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float, x: np.ndarray,
                         ub: np.ndarray | None = None, max_iter: int = 200, prices: np.ndarray | None = None,
-                        row: ServerRows | None = None) -> tuple[np.ndarray, float, float, np.ndarray] | None:
+                        row: ServerRows | None = None, hold_rows: bool = True
+                        ) -> tuple[np.ndarray, float, float, np.ndarray] | None:
     r"""Server ``i``'s exact best response (12)–(15) given the other servers' tasks, by Newton's method on
     its dual (a problem in one price per row of the server): ``(column, U_i at it, dual bound, λ)``, or
     ``None`` if it did not converge (the caller then uses Ipopt, :class:`ServerBestResponse`).
@@ -655,9 +657,10 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     the users strictly inside their bounds; projected Newton with an Armijo search on ``Φ``, its system
     scaled to a unit diagonal (the rows' prices can be 10¹⁴ apart), and where a step is not usable, one
     sweep of exact minimisation along each price (:func:`_coordinate_sweep`). It stops once the gap is
-    closed and the priced rows are held to ``FEASIBLE`` (the gap alone leaves the columns of users with
-    large VDS loose). The column is ``x(λ*)`` scaled onto the rows if it is a hair outside;
-    ``U_i(column) ≤ max U_i ≤ Φ(λ*)``, so the gap between the last two numbers bounds the error of a gain
+    closed and, with ``hold_rows`` (the column itself is wanted, not only its utility), the priced rows
+    are held to ``FEASIBLE`` (the gap alone leaves the columns of users with large VDS loose). The column
+    is ``x(λ*)`` scaled onto the rows if it is a hair outside; ``U_i(column) ≤ max U_i ≤ Φ(λ*)``, so the
+    gap between the last two numbers bounds the error of a gain
     computed from either. ``A``, ``B``: the
     server's own (utility-scaled or not: the argmax is the same). ``prices``: a start for ``λ`` in the same
     units (an equilibrium's multipliers make the check of an equilibrium immediate); else the largest
@@ -728,7 +731,7 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
             # most FEASIBLE_ITER more iterations (prices 10⁻¹⁸ of another row's may not get there)
             if val - low <= 0.1 * GAP * max(1.0, abs(low)):
                 held = (np.abs(projected(lam, grad)) <= FEASIBLE * np.maximum(c, 1e-300)).all()
-                if held or extra >= FEASIBLE_ITER:
+                if not hold_rows or held or extra >= FEASIBLE_ITER:
                     break
                 extra += 1
         fixed = (lam <= 0) & (grad >= 0)
@@ -832,7 +835,8 @@ def best_response_gains(inst: Instance, x: np.ndarray, alpha: np.ndarray, A: np.
             continue
         if session.customize is None:  # numpy (the hook edits the Pyomo model of the Ipopt route)
             start = None if prices is None or i not in prices else c[i] * np.asarray(prices[i], float)
-            fast = NumpyBestResponse(inst, i, float(alpha[i]), float(As[i]), float(Bs[i]), row=rows[i])
+            fast = NumpyBestResponse(inst, i, float(alpha[i]), float(As[i]), float(Bs[i]), row=rows[i],
+                                     hold_rows=False)  # a gain needs the utility: the gap certifies it
             col, out = fast.respond(x, session, prices=start)
         else:
             resp = (responders or {}).get(i)
