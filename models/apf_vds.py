@@ -723,7 +723,7 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     extra = 0
     for _ in range(max_iter):
         col, _, want = primal(lam)
-        grad = c - _use(col, d)
+        grad = c - col @ d
         if np.isfinite(val) and np.isfinite(col).all():
             low = feasible(col)[1]
             # the gap bounds the utility's error, not the column's: users of large VDS add next to nothing
