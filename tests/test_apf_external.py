@@ -291,9 +291,10 @@ def test_numpy_best_response_with_prices_orders_apart(seed, fam, alpha, server):
     (Newton's system to a unit diagonal, the exact coordinate sweep), these four ended without a
     certificate (``None``), and a continuation's best-response rescue left such servers where they
     were."""
+    from test_apf_vds import ipopt_response
+
     from fairalloc.models import apf_vds as M
     from fairalloc.models.feasible import uniform_split
-    from fairalloc.solvers import Session
 
     inst = random_instance(seed, 12, 4, 3, **FAMILIES[fam])
     K = inst.n_servers
@@ -305,16 +306,7 @@ def test_numpy_best_response_with_prices_orders_apart(seed, fam, alpha, server):
     assert value - 1e-13 * max(1.0, abs(value)) <= bound <= value + M.GAP * max(1.0, abs(value))
     row = M.with_room(inst, x, M.server_rows(inst)[server])
     assert (row.usage(col) <= row.capacity * (1 + 1e-12)).all()
-    ref, status = M.ServerBestResponse(inst, server, alpha, 1.0, 0.0).respond(x, Session())
-    assert status.has_point  # Ipopt may end a hair outside the rows: scaled onto them
-    use = row.usage(ref)
-    ref = ref * min(1.0, float(np.min(row.capacity[use > 0] / use[use > 0], initial=np.inf)))
-    y = x.copy()
-    y[:, server] = ref
-    users = np.flatnonzero(inst.runnable[:, server])
-    phig = inst.weight[users] * inst.gamma[users, server]
-    u = M._ServerUtility(alpha, 1.0, 0.0)
-    ipopt_value = float(np.sum(inst.weight[users] * u.g(y[users].sum(axis=1) / phig)))
+    _, ipopt_value = ipopt_response(inst, x, server, alpha, 1.0, 0.0)
     assert ipopt_value <= bound + 1e-9 * max(1.0, abs(bound))
     assert value >= ipopt_value - 1e-7 * max(1.0, abs(value))
 

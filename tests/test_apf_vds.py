@@ -339,6 +339,25 @@ def test_best_response_gains_stop_at_the_time_limit():
     assert all(g is not None and g < 1e-6 for g in full.values())
 
 
+def ipopt_response(inst, x, i, alpha, A, B):
+    """Server ``i``'s best response to ``x`` by Ipopt on the Pyomo model of (12)–(15), scaled onto the
+    server's rows (with the room its external resources leave) where Ipopt ends a hair outside, and
+    ``U_i`` there: ``(column, U_i)``."""
+    from fairalloc.models import apf_vds as M
+
+    ref, out = M.ServerBestResponse(inst, i, alpha, A, B).respond(x, Session())
+    assert out.has_point
+    row = M.with_room(inst, x, M.server_rows(inst)[i])
+    use = row.usage(ref)
+    ref = ref * min(1.0, float(np.min(row.capacity[use > 0] / use[use > 0], initial=np.inf)))
+    y = x.copy()
+    y[:, i] = ref
+    users = np.flatnonzero(inst.runnable[:, i])
+    phig = inst.weight[users] * inst.gamma[users, i]
+    u = M._ServerUtility(alpha, A, B)
+    return ref, float(np.sum(inst.weight[users] * u.g(y[users].sum(axis=1) / phig)))
+
+
 @pytest.mark.parametrize("fam", ["plain", "placement", "weights", "time-shared", "limits"])
 def test_numpy_best_response_agrees_with_ipopt(fam):
     """Each server's exact best response by Newton's method on its dual (the default route of the gains)
@@ -369,20 +388,10 @@ def test_numpy_best_response_agrees_with_ipopt(fam):
             col, value, bound, _ = fast
             scale = max(1.0, abs(value))
             assert value - 1e-13 * scale <= bound <= value + M.GAP * scale  # weak duality (round-off)
-            resp = M.ServerBestResponse(inst, i, a[i], As[i], Bs[i])
-            ref, out = resp.respond(x, Session())
-            assert out.has_point
-            row = M.server_rows(inst)[i]  # Ipopt may end a hair outside the rows: scaled onto them
-            use = row.usage(ref)
-            ref = ref * min(1.0, float(np.min(row.capacity[use > 0] / use[use > 0], initial=np.inf)))
+            ref, ipopt_value = ipopt_response(inst, x, i, a[i], As[i], Bs[i])
             # Ipopt (tolerance 1e-8) leaves columns that should be 0 near 1e-6: a loose comparison here,
             # the utilities below are the exact check
             np.testing.assert_allclose(col, ref, rtol=1e-3, atol=2e-5 * max(1.0, ref.max()))
-            y = x.copy()
-            y[:, i] = ref
-            u = M._ServerUtility(a[i], As[i], Bs[i])
-            phig = inst.weight[users] * inst.gamma[users, i]
-            ipopt_value = float(np.sum(inst.weight[users] * u.g(y[users].sum(axis=1) / phig)))
             assert ipopt_value <= bound + 1e-12 * max(1.0, abs(bound))  # weak duality, checked
             assert value >= ipopt_value - 1e-7 * max(1.0, abs(value))
             checked += 1
