@@ -723,6 +723,8 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     extra = 0
     for _ in range(max_iter):
         col, _, want = primal(lam)
+        # (``col @ d`` gives NaN where a user wants unboundedly many tasks; the sweep below counts such a
+        # user on its own rows only, :func:`_use`. Kept as measured: the forms agree for finite columns)
         grad = c - col @ d
         if np.isfinite(val) and np.isfinite(col).all():
             low = feasible(col)[1]
