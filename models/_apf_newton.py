@@ -184,13 +184,29 @@ SMOOTH_PAIRS = 50_000
 SMOOTH0, SMOOTH_CUT, SMOOTH_NEAR, SMOOTH_END = 0.01, 0.2, 1.0, 1e-12
 LEAP_BELOW = 1e-2  # continuation: once the step is halved below this, try leaps ...
 LEAP_FRACTIONS = (0.05, 0.15, 0.4, 1.0)  # ... of the rest of the path, once per point
-# the Newton system is solved densely (Schur complement on the rows) where rows × max(rows, users) lies in
-# [DENSE_SCHUR_MIN, DENSE_SCHUR]: one solve at 1000 x 250 took 0.34 s against SuperLU's 0.81 s, at 600 x 100
-# 0.068 s against 0.088 s, at 400 x 64 0.074 s against 0.041 s (numpy's threaded BLAS with the other core
-# busy; with one BLAS thread dense was 3.8-4.5x faster at every size)
-DENSE_SCHUR_MIN = 200_000
+# the Newton system is solved densely (Schur complement on the rows, BLAS on one thread) where rows ×
+# max(rows, users) lies in [DENSE_SCHUR_MIN, DENSE_SCHUR] (DENSE_SCHUR: memory). One solve, mean of 20
+# systems of a run, idle machine: 200 x 32 1.55 ms against SuperLU's 4.71 ms, 400 x 64 5.0 against 20.2,
+# 600 x 100 13.5 against 51.3, 1000 x 250 99 against 421; numpy's threaded BLAS (2 threads) took 31.6 ms
+# at 400 x 64 and 143 ms at 1000 x 250. Below DENSE_SCHUR_MIN (100 x 16 and smaller) a solve costs about
+# a millisecond either way (20 x 4: 0.43 against 1.26 ms) and SuperLU stays: on 48 small mixes with task
+# limits or budgets (12 x 4, the tests' _coupled) Newton certified 47 with it, 45 with the dense route
+DENSE_SCHUR_MIN = 10_000
 DENSE_SCHUR = 20_000_000
 log = logging.getLogger(__name__)
+_blas: Any = None
+
+
+def _one_blas_thread() -> Any:
+    """A context in which BLAS and LAPACK run on one thread (threadpoolctl)."""
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas = ThreadpoolController()  # the libraries loaded now: numpy's and scipy's
+    return _blas.limit(limits=1, user_api="blas")
+
+
 __all__ = ["NewtonResult", "continuation", "coupling_rows", "newton", "scaled_residual"]
 
 
@@ -395,33 +411,17 @@ class _Arrays:
         with ``Q_v = diag(qv)``, ``Q_h = diag(qhh)`` (``qh·h``). Every pair belongs to one user, so the
         users' block is diagonal (at least 1, unless a pair's ``ρ`` is negative in the log form): ``ΔX`` is
         eliminated exactly and the rows' Schur complement (``nr × nr``) is solved densely by LU with
-        partial pivoting where that pays and fits (``DENSE_SCHUR_MIN``, ``DENSE_SCHUR``); otherwise, or
-        when a diagonal entry is below 1/2, the whole sparse system goes to SuperLU (which pivots).
+        partial pivoting, BLAS on one thread, where that pays and fits (``DENSE_SCHUR_MIN``,
+        ``DENSE_SCHUR``); otherwise, or when a diagonal entry is below 1/2, the whole sparse system goes to
+        SuperLU (which pivots).
         ``None``: singular."""
         N, nr = self.N, self.nr
         diag_X = 1.0 + np.bincount(self.pn, weights=qhh, minlength=N)
         if nr == 0:
             return np.zeros(0), rhs_X / diag_X
         if DENSE_SCHUR_MIN <= nr * max(nr, N) <= DENSE_SCHUR and diag_X.min() >= 0.5:
-            k, p, dt, d = self._entries()
-            # rows × users: Σ_p bl_k Dᵀ[k,p] qh_p h_p over the user's pairs; users × rows: Σ_p qv_p D[p,k]
-            KlX = np.bincount(k * N + self.pn[p], weights=bl[k] * dt * qhh[p],
-                              minlength=nr * N).reshape(nr, N)
-            KXl = np.bincount(self.pn[p] * nr + k, weights=qv[p] * d, minlength=N * nr).reshape(N, nr)
-            Kll = (sp.diags(bl) @ (self.DT @ (sp.diags(qv) @ self.D))).toarray()
-            Kll[np.diag_indices(nr)] += dl
-            S = Kll - KlX @ (KXl / diag_X[:, None])
-            r = rhs_l - KlX @ (rhs_X / diag_X)
-            try:
-                with warnings.catch_warnings():  # an exactly singular S: tested below
-                    warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
-                    lu = scipy.linalg.lu_factor(S, check_finite=False)
-            except (ValueError, np.linalg.LinAlgError):
-                return None
-            if not np.all(np.abs(np.diag(lu[0])) > 0):
-                return None
-            dlam = scipy.linalg.lu_solve(lu, r, check_finite=False)
-            return dlam, (rhs_X - KXl @ dlam) / diag_X
+            with _one_blas_thread():
+                return self._schur(dl, bl, qv, qhh, rhs_l, rhs_X, diag_X)
         H = sp.csr_matrix((qhh, (np.arange(self.np_), self.pn)), shape=(self.np_, N))
         QD = sp.diags(qv) @ self.D
         Bl = sp.diags(bl)
@@ -432,6 +432,30 @@ class _Arrays:
         except RuntimeError:  # exactly singular
             return None
         return sol[:nr], sol[nr:]
+
+    def _schur(self, dl: np.ndarray, bl: np.ndarray, qv: np.ndarray, qhh: np.ndarray, rhs_l: np.ndarray,
+               rhs_X: np.ndarray, diag_X: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`solve` with ``ΔX`` eliminated: the rows' Schur complement, dense, by LU."""
+        N, nr = self.N, self.nr
+        k, p, dt, d = self._entries()
+        # rows × users: Σ_p bl_k Dᵀ[k,p] qh_p h_p over the user's pairs; users × rows: Σ_p qv_p D[p,k]
+        KlX = np.bincount(k * N + self.pn[p], weights=bl[k] * dt * qhh[p],
+                          minlength=nr * N).reshape(nr, N)
+        KXl = np.bincount(self.pn[p] * nr + k, weights=qv[p] * d, minlength=N * nr).reshape(N, nr)
+        Kll = (sp.diags(bl) @ (self.DT @ (sp.diags(qv) @ self.D))).toarray()
+        Kll[np.diag_indices(nr)] += dl
+        S = Kll - KlX @ (KXl / diag_X[:, None])
+        r = rhs_l - KlX @ (rhs_X / diag_X)
+        try:
+            with warnings.catch_warnings():  # an exactly singular S: tested below
+                warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
+                lu = scipy.linalg.lu_factor(S, check_finite=False)
+        except (ValueError, np.linalg.LinAlgError):
+            return None
+        if not np.all(np.abs(np.diag(lu[0])) > 0):
+            return None
+        dlam = scipy.linalg.lu_solve(lu, r, check_finite=False)
+        return dlam, (rhs_X - KXl @ dlam) / diag_X
 
     def _row_ratios(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``m_p / d_{p,k}`` for every entry of ``D``, with its pair ``p`` and row ``k``."""
