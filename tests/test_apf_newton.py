@@ -455,21 +455,26 @@ def test_ncp_that_cannot_be_built_in_time_ends_time_limit_at_once(monkeypatch):
     assert solve(_inst(0, "plain"), "apf-vds", alpha=2, algorithm="ncp", time_limit=30).ok
 
 
+def _random_newton_system(inst):
+    """The arrays of ``inst``'s game at α = 2 and a random right-hand side and diagonal for
+    :meth:`_Arrays.solve` (every user's diagonal entry at least 1)."""
+    a0, A0, B0 = utility_parameters(inst, 2.0, None, None)
+    c = utility_scale(inst, a0, A0, B0)
+    arrays = _apf_newton._Arrays(_game(inst, a0, *_scaled(a0, A0, B0, c), c))
+    rng = np.random.default_rng(0)
+    return arrays, (rng.random(arrays.nr) + 0.1, rng.random(arrays.nr), rng.random(arrays.np_),
+                    rng.random(arrays.np_), rng.standard_normal(arrays.nr), rng.standard_normal(arrays.N))
+
+
 @pytest.mark.parametrize("kind", [None, "tasks", "budget"])
 def test_dense_schur_and_sparse_lu_agree(monkeypatch, kind):
     """The Newton system solved on the rows' dense Schur complement (from 200 x 32 up) and by SuperLU on
-    the whole sparse system (smaller games) give the same step, with coupling
-    rows (whose coefficients in f and in the slack differ) too; and a whole solve forced onto either path
-    reaches the same equilibrium."""
+    the whole sparse system (smaller games) give the same step, with coupling rows (whose coefficients in
+    f and in the slack differ) too; and a whole solve forced onto either path reaches the same
+    equilibrium."""
     inst = _inst(1300, "placement", N=12, K=4) if kind is None else _coupled(1300, "plain", kind)
-    a0, A0, B0 = utility_parameters(inst, 2.0, None, None)
-    game = _game(inst, a0, *_scaled(a0, A0, B0, utility_scale(inst, a0, A0, B0)),
-                 utility_scale(inst, a0, A0, B0))
-    arrays = _apf_newton._Arrays(game)
+    arrays, args = _random_newton_system(inst)
     assert arrays.nr > arrays.ns or kind is None  # the coupling rows are there
-    rng = np.random.default_rng(0)
-    args = (rng.random(arrays.nr) + 0.1, rng.random(arrays.nr), rng.random(arrays.np_),
-            rng.random(arrays.np_), rng.standard_normal(arrays.nr), rng.standard_normal(arrays.N))
     steps = {}
     for name, low in (("sparse", 10**12), ("dense", 0)):
         monkeypatch.setattr(_apf_newton, "DENSE_SCHUR_MIN", low)
@@ -487,7 +492,7 @@ def test_dense_schur_and_sparse_lu_agree(monkeypatch, kind):
 
 def test_the_dense_schur_complement_runs_blas_on_one_thread(monkeypatch):
     """The rows' Schur complement is formed and factorised with BLAS on one thread (numpy's two threads
-    were slower at every size measured, 6.4x at 400 x 64), and the caller's thread count is back
+    were slower at every size measured, 6.3x at 400 x 64), and the caller's thread count is back
     afterwards."""
     import scipy.linalg
     from threadpoolctl import threadpool_info
@@ -505,13 +510,8 @@ def test_the_dense_schur_complement_runs_blas_on_one_thread(monkeypatch):
 
     monkeypatch.setattr(scipy.linalg, "lu_factor", recording)
     monkeypatch.setattr(_apf_newton, "DENSE_SCHUR_MIN", 0)  # this small game on the dense route
-    inst = _inst(1300, "placement", N=12, K=4)
-    a0, A0, B0 = utility_parameters(inst, 2.0, None, None)
-    c = utility_scale(inst, a0, A0, B0)
-    arrays = _apf_newton._Arrays(_game(inst, a0, *_scaled(a0, A0, B0, c), c))
-    rng = np.random.default_rng(0)
-    arrays.solve(rng.random(arrays.nr) + 0.1, rng.random(arrays.nr), rng.random(arrays.np_),
-                 rng.random(arrays.np_), rng.standard_normal(arrays.nr), rng.standard_normal(arrays.N))
+    arrays, args = _random_newton_system(_inst(1300, "placement", N=12, K=4))
+    arrays.solve(*args)
     assert len(seen) == 1 and seen[0] and all(n == 1 for n in seen[0])
     assert blas_threads() == before
 
