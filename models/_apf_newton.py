@@ -40,12 +40,13 @@ user's total ``X_n``, so with ``X`` as an explicit unknown the linearised pair e
 Levenberg–Marquardt-type regularisation ``δ_{n,i} = δ̂ σ^f/σ^x``, ``δ̂ = min(10⁻², ‖Φ‖)`` (and ``δ̂ c/σ^λ``
 on the saturated rows). Solving it for ``Δx_{n,i}`` eliminates every pair: what remains is a sparse
 system in ``(Δλ, ΔX)`` of size ``#rows + #users`` (a Schur complement; its pattern is the bipartite
-support graph). Its users' block is diagonal (a pair belongs to one user), so on large instances
-``ΔX`` is eliminated too and the rows' Schur complement is solved densely; otherwise the system goes to
-sparse LU (:meth:`_Arrays.solve`). The regularisation vanishes as ``Φ → 0``, so the method keeps
-Newton's fast local convergence, and it makes the step unique where the split is not (a user served on
-a cycle of the support graph, [APF]'s non-unique ``x`` with unique ``X``): among the splits, the one the
-regularised step leads to — the end point is then certified by the residual, not by uniqueness.
+support graph). Its users' block is diagonal (a pair belongs to one user), so from 200 × 32 up
+(``DENSE_SCHUR_MIN``) ``ΔX`` is eliminated too and the rows' Schur complement is solved densely, BLAS on
+one thread; otherwise the system goes to sparse LU (:meth:`_Arrays.solve`). The regularisation
+vanishes as ``Φ → 0``, so the method keeps Newton's fast local convergence, and it makes the step
+unique where the split is not (a user served on a cycle of the support graph, [APF]'s non-unique ``x``
+with unique ``X``): among the splits, the one the regularised step leads to — the end point is then
+certified by the residual, not by uniqueness.
 
 **Task limits and budgets** (the variational equilibrium of the generalised game, docs/mechanisms/
 apf-vds.md). A user's limit ``T_n − X_n ≥ 0`` or budget ``B_n − Σ_i c_{n,i}x_{n,i} ≥ 0`` is one more row,
