@@ -660,8 +660,7 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     closed and, with ``hold_rows`` (the column itself is wanted, not only its utility), the priced rows
     are held to ``FEASIBLE`` (the gap alone leaves the columns of users with large VDS loose). The column
     is ``x(λ*)`` scaled onto the rows if it is a hair outside; ``U_i(column) ≤ max U_i ≤ Φ(λ*)``, so the
-    gap between the last two numbers bounds the error of a gain
-    computed from either. ``A``, ``B``: the
+    gap between the last two numbers bounds the error of a gain computed from either. ``A``, ``B``: the
     server's own (utility-scaled or not: the argmax is the same). ``prices``: a start for ``λ`` in the same
     units (an equilibrium's multipliers make the check of an equilibrium immediate); else the largest
     marginal utility per unit of each row at ``x``. ``row``: server ``i``'s :class:`ServerRows` (else
