@@ -653,7 +653,8 @@ class _Rows:
 def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: float = 1e-7,
                  relax: bool = False, drop: np.ndarray | None = None, out: dict[str, Any] | None = None,
                  time_limit: float | None = None, memo: dict[bytes, Any] | None = None,
-                 canonical: bool = False, keep_timeout: bool = False) -> np.ndarray | None:
+                 canonical: bool = False, work: float | None = None,
+                 stats: dict[str, Any] | None = None) -> np.ndarray | None:
     r"""The PS-DSF allocation with the *structure* of ``x`` (an approximate fixed point), solved exactly
     as one LP; ``None`` when the structure read from ``x`` admits none.
 
@@ -674,7 +675,7 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     when its pool is, with a level ``τ[i,e]`` per server; a user at its limit or budget needs no
     bottleneck (``X_n = T_n``, budget spent). Any solution is PS-DSF: every holder of a saturated ``r`` at
     ``i`` has a weighted VDS ``≤ τ[i,r]``, and every user's VDS at ``i`` is ``≥ τ`` of a saturated
-    resource it demands. HiGHS (via scipy, zero objective) finds one — a vertex where the
+    resource it demands. HiGHS (highspy, dual simplex, zero objective) finds one — a vertex where the
     solution is not unique, which one depending on the solver and on the last bits of the data;
     ``canonical=True`` takes the *canonical* one instead, the vertex maximising ``Σ h[n,i] x[n,i]/k_n``
     (``h`` the pair's :func:`~fairalloc.models.feasible.name_hash`, ``k_n`` the user's best ``γ``:
@@ -698,11 +699,19 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     *Memo.* The LP depends on ``x`` only through that structure, and the sweeps' restarts often read the
     same structure again (200 × 32 weights seed 5: one plain LP five times, about 4 s each, as HiGHS
     ends it with status "unknown"). With a ``memo`` dict, the answer (and ``out``) is kept per structure
-    and a repeat returns it without solving; an LP stopped by ``time_limit`` is not kept, unless
-    ``keep_timeout`` (the caller's own cap on one LP stopped it, not the session's end: kept as no answer).
+    and a repeat returns it without solving; an LP stopped by ``time_limit`` (the session's end) is not
+    kept.
+
+    *Work cap.* With ``work``, each LP stops after ``work × (rows + columns)`` of HiGHS's simplex
+    interrupt checks (:func:`~fairalloc.solvers.highs.solve_arrays`'s ``work_limit``) and counts as no
+    answer (kept in the memo as such): a cap that does not depend on the machine's speed, so the
+    caller's path does not either. ``stats`` receives the simplex iterations of the call (``"nit"``,
+    summed over the row-generation rounds), the checks (``"work"``) and ``"capped"`` (true when the cap
+    stopped an LP).
     """
     import scipy.sparse as sp
-    from scipy.optimize import linprog
+
+    from fairalloc.solvers.highs import solve_arrays
 
     N, K = x.shape
     rows = [r for r in server_rows(inst) if len(r.users)]
@@ -808,7 +817,8 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     Aub, bub = ub.matrix(nv)
     lazy_n, lazy_col, lazy_w = (np.concatenate([z[j] for z in lazy] or [np.zeros(0)]) for j in range(3))
     lazy_n, lazy_col = lazy_n.astype(int), lazy_col.astype(int)
-    opts: dict[str, Any] = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
+    opts: dict[str, Any] = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10,
+                            "solver": "simplex"}
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     added = np.zeros(0, int)  # the left-out rows found violated so far
     while True:
@@ -820,20 +830,27 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         obj = np.zeros(nv)
         if canonical:  # max Σ h x/k: one vertex of the structure's PS-DSF points, fixed by the names
             obj[:P] = -name_hashes(inst.users, inst.servers, pairs) / task_unit(inst)[owner]
-        bounds = [(0, None)] * P + [(0, None)] * N + [(None, None)] * ntau
+        lower = np.r_[np.zeros(P + N), np.full(ntau, -np.inf)]  # x, X ≥ 0; the levels τ free
         if relax:  # Thm 1's rows (right-hand side 0) get a slack each, its total minimised
             thm = np.flatnonzero(b_ub == 0.0)
             A_ub = sp.hstack([A_ub, sp.csr_array((-np.ones(len(thm)), (thm, np.arange(len(thm)))),
                                                  shape=(A_ub.shape[0], len(thm)))]).tocsr()
             A_eq = sp.hstack([Aeq, sp.csr_array((Aeq.shape[0], len(thm)))]).tocsr()
             obj = np.concatenate([obj, np.ones(len(thm))])
-            bounds += [(0, None)] * len(thm)
+            lower = np.r_[lower, np.zeros(len(thm))]
         if deadline is not None:
             opts["time_limit"] = max(1.0, deadline - time.perf_counter())
-        res = linprog(obj, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=beq, bounds=bounds, method="highs",
-                      options=opts)
-        if res.status != 0:
-            if memo is not None and (res.status != 1 or keep_timeout):  # (1: stopped by the time limit)
+        size = A_ub.shape[0] + A_eq.shape[0] + A_ub.shape[1]  # rows + columns
+        cap = None if work is None else max(1, math.ceil(work * size))
+        res = solve_arrays(obj, A_ub, b_ub, A_eq, beq, lower, np.full(len(lower), np.inf), opts, cap)
+        capped = res.status is Status.ITERATION_LIMIT
+        if stats is not None:
+            stats["nit"] = stats.get("nit", 0) + res.iterations
+            stats["work"] = stats.get("work", 0) + res.work
+            stats["capped"] = capped
+        if res.status is not Status.OPTIMAL:
+            # stopped by the session's time limit: not kept (another call may have the time it needs)
+            if memo is not None and res.status is not Status.TIME_LIMIT:
                 memo[structure] = (None, None)
             return None
         z = res.x
@@ -849,7 +866,7 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
         slack[thm] = res.x[nv:]
         big = 1e-9 * max(1.0, float(X.max()))
         out["slack"] = float(slack.max(initial=0.0)) / max(1.0, float(X.max()))
-        out["slack_total"] = float(res.fun) / max(1.0, float(X.max()))
+        out["slack_total"] = res.objective / max(1.0, float(X.max()))
         off = np.zeros_like(support)
         for ks, ms, i in holder_row:
             off[ms[slack[ks] > big], i] = True
@@ -859,9 +876,11 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     return y
 
 
-LP_CAP = (2.0, 20.0)  # fast: one finish LP stops after max(2 s, 20 x the longest one before it) ...
-# (200 x 32 weights seed 5 in name order: one LP without the draining pairs ran 114 s, "unknown", and the
-# run ended time_limit at 120 s)
+LP_WORK = 2.0  # fast: a finish LP stops after this many x (rows + columns) HiGHS simplex interrupt checks
+# (exact_finish's work cap). Uncapped, on 200 x 32 weights seed 5 through solve, the LPs HiGHS did not
+# end stopped without an answer after 13-198x. Through solve on the 64 unseen 200 x 32 instances: with
+# 2x all 64 certified (154 LPs capped, slowest 44.6 s); with 8x one ended time_limit (placement seed 16)
+# and an LP ended (infeasible or optimal) after 7.0x
 LAZY_GAP = 0.05  # exact_finish: bottleneck rows of users this far above their level join only when violated
 MAX_JUMPS = 15  # restarts of the sweeps from the relaxed finish's point ...
 JUMP_PAIRS = 200 * 32  # ... up to this many users x servers; scaled down beyond it (none past 192 000) ...
@@ -912,10 +931,11 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     (``details.finish.resumed``: the sweep): on the 200 × 32 placement instances (seeds 0–2) the
     sweeps went on from the restarts' points for 1.2–7.6 times as many sweeps as without restarts.
     Each structure's answer is kept (``exact_finish``'s ``memo``): a structure read again costs no LP.
-    One finish LP runs at most ``max(LP_CAP[0], LP_CAP[1] × the longest one before it)`` seconds
+    One finish LP runs at most ``LP_WORK × (rows + columns)`` HiGHS simplex interrupt checks
     (``details.finish.capped`` counts those it stopped; their structures are kept as no answer): an LP
-    that HiGHS does not end ("unknown" after 114 s on one 200 × 32 instance) would otherwise take the
-    session's time.
+    that HiGHS does not end (192 s on one 200 × 32 instance, 1 379 iterations) would otherwise take the
+    session's time. The cap counts HiGHS's work, not seconds, so the path does not depend on the
+    machine's speed.
     Each attempt first solves the structure's LP without slacks (a few hundred columns at 200 × 32,
     infeasible in milliseconds unless the structure is right); the relaxed LP, with one slack per
     Thm 1 row (35 000 columns at 400 × 64, tens of seconds), is solved only while a restart may use
@@ -968,25 +988,17 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
 
     memo: dict[bytes, Any] = {}  # the finish LPs' answers per structure (exact_finish's memo)
 
-    lp_seconds = [0.0]  # the longest finish LP so far that its cap did not stop
-
     def certified(z: np.ndarray | None) -> bool:
         return z is not None and psdsf_certificate(inst, z, tol=1e-9)["holds"]
 
     def structure_lp(at: np.ndarray | None = None, **kw: Any) -> np.ndarray | None:
         """:func:`exact_finish` on the current responses (or on ``at``), within the session's remaining
-        time and ``LP_CAP`` (an LP that HiGHS cannot end costs at most that; its structure is not tried
+        time and ``LP_WORK`` (an LP that HiGHS cannot end costs at most that; its structure is not tried
         again)."""
-        cap = max(LP_CAP[0], LP_CAP[1] * lp_seconds[0])
-        remaining = None if session is None else session.remaining()
-        left = cap if remaining is None else min(cap, remaining)
-        start = time.perf_counter()
-        y = exact_finish(inst, resp if at is None else at, 1e-6, 1e-7, time_limit=left, memo=memo,
-                         keep_timeout=left == cap, **kw)
-        took = time.perf_counter() - start
-        if took < 0.99 * cap:
-            lp_seconds[0] = max(lp_seconds[0], took)
-        else:
+        stats: dict[str, Any] = {}
+        y = exact_finish(inst, resp if at is None else at, 1e-6, 1e-7, memo=memo, work=LP_WORK,
+                         time_limit=None if session is None else session.remaining(), stats=stats, **kw)
+        if stats.get("capped"):
             report["capped"] = report.get("capped", 0) + 1
         return y
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import highspy
 import numpy as np
@@ -92,6 +92,65 @@ def new_highs() -> highspy.Highs:
         # demand of 1e-4 on a capacity of 1e6 (the smallest value HiGHS accepts here is 1e-12)
         h.setOptionValue("small_matrix_value", 1e-12)
     return h
+
+
+class ArrayLP(NamedTuple):
+    """An LP solved by :func:`solve_arrays`: the mapped status, the point (``None`` unless optimal), the
+    objective, HiGHS's simplex iterations and its simplex interrupt checks (``work``; 0 when not
+    counted)."""
+
+    status: Status
+    x: np.ndarray | None
+    objective: float
+    iterations: int
+    work: int
+
+
+def solve_arrays(c: np.ndarray, A_ub: Any, b_ub: np.ndarray, A_eq: Any, b_eq: np.ndarray,
+                 lower: np.ndarray, upper: np.ndarray, options: dict[str, Any] | None = None,
+                 work_limit: int | None = None) -> ArrayLP:
+    """``min cᵀx`` s.t. ``A_ub x ≤ b_ub``, ``A_eq x = b_eq``, ``lower ≤ x ≤ upper`` in HiGHS (highspy),
+    for numpy code that builds its LP from arrays (sparse or dense matrices; PS-DSF's exact finish).
+    ``options`` are HiGHS options (e.g. ``time_limit``, tolerances). A status other than optimal,
+    infeasible, a time or an iteration limit maps to ``error``.
+
+    ``work_limit`` stops the simplex after that many of its interrupt checks (HiGHS's simplex interrupt
+    callback; status ``iteration_limit``): a measure of work that, unlike seconds, does not depend on the
+    machine, and that, unlike iterations, also grows where HiGHS spends its time between iterations. On a
+    finish LP of PS-DSF that HiGHS's dual simplex did not end (it kept reporting "possibly dual
+    unbounded"), 949 iterations took 10 s and 76 339 checks; on an LP it ends, a check costs about one
+    iteration (2 323 iterations, 3 017 checks, 0.33 s)."""
+    A = sp.vstack([sp.csr_array(A_ub), sp.csr_array(A_eq)]).tocsr()
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = A.shape[1], A.shape[0]
+    lp.col_cost_ = np.asarray(c, float)
+    lp.col_lower_, lp.col_upper_ = _inf(np.asarray(lower, float)), _inf(np.asarray(upper, float))
+    lp.row_lower_ = _inf(np.r_[np.full(A_ub.shape[0], -np.inf), b_eq])
+    lp.row_upper_ = _inf(np.r_[b_ub, b_eq])
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
+    h = new_highs()
+    for key, val in (options or {}).items():
+        if h.setOptionValue(key, val) != highspy.HighsStatus.kOk:
+            raise ValueError(f"HiGHS option {key} = {val!r} not accepted")
+    h.passModel(lp)
+    checks = [0]
+    if work_limit is not None:
+        def count(event: Any) -> None:
+            checks[0] += 1
+            if checks[0] >= work_limit:
+                event.interrupt()
+
+        h.cbSimplexInterrupt.subscribe(count)
+    h.run()
+    ms = h.getModelStatus()
+    status = _STATUS.get(ms, Status.ERROR)
+    if ms == MS.kInterrupt and work_limit is not None and checks[0] >= work_limit:
+        status = Status.ITERATION_LIMIT
+    info = h.getInfo()
+    x = np.asarray(h.getSolution().col_value) if status is Status.OPTIMAL else None
+    return ArrayLP(status, x, float(info.objective_function_value), int(info.simplex_iteration_count),
+                   checks[0])
 
 
 def highs_version() -> str:

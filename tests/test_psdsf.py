@@ -309,7 +309,7 @@ def test_exact_finish_without_the_holders_that_needed_slack():
     takes this step in every attempt (``details.finish.pruned``)."""
     from fairalloc.models.psdsf import exact_finish, fast
 
-    inst = random_instance(4, 30, 6, 4, missing=0.0)
+    inst = random_instance(7, 30, 6, 4, missing=0.0)
     x, _, _ = fast(inst, max_iter=40, finish=False, progress=False)
     assert exact_finish(inst, x) is None
     out: dict = {}
@@ -326,15 +326,14 @@ def test_exact_finish_memo_answers_a_repeated_structure(monkeypatch):
     """With a memo, a structure read again (here from the same point, scaled by 1 + 1e-12) is answered
     without an LP — the same answer, ``out`` included — while another structure (the offenders
     dropped) is solved."""
-    import scipy.optimize
-
+    import fairalloc.solvers.highs as highs
     from fairalloc.models.psdsf import exact_finish, fast
 
     inst = random_instance(4, 30, 6, 4, missing=0.0)
     x, _, _ = fast(inst, max_iter=40, finish=False, progress=False)
     calls: list[int] = []
-    real = scipy.optimize.linprog
-    monkeypatch.setattr(scipy.optimize, "linprog", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = highs.solve_arrays
+    monkeypatch.setattr(highs, "solve_arrays", lambda *a, **k: calls.append(1) or real(*a, **k))
     memo: dict = {}
     assert exact_finish(inst, x, memo=memo) is None and calls
     n = len(calls)
@@ -371,10 +370,10 @@ def test_fast_extrapolates_a_steady_walk(monkeypatch):
 def test_fast_drops_the_pairs_its_sweeps_are_draining(monkeypatch):
     """Once the restarts are over, an attempt whose structure LP fails is retried without the pairs whose
     response fell by 1 % (then 10 %) since the previous attempt (``details.finish.draining``): on this
-    instance that certifies after 116 sweeps; without it the run certifies only after 164."""
+    instance that certifies after 135 sweeps; without it the run certifies only after 185."""
     import fairalloc.models.psdsf as psdsf
 
-    inst = random_instance(26, 50, 8, 4, missing=0.0, limits=True)
+    inst = random_instance(41, 50, 8, 4, missing=0.0)
     x, status, info = psdsf.fast(inst, progress=False)
     assert status.value == "converged" and psdsf_certificate(inst, x, tol=1e-9)["holds"]
     assert info["finish"]["draining"] in psdsf.DRAINING and "resumed" in info["finish"]
@@ -407,11 +406,10 @@ def test_exact_finish_row_generation_gives_the_full_lps_answer(monkeypatch):
     (``LAZY_GAP = -1``: 2-4 LP solves per call on average), the rows above the level (0), the default 5 %
     and none (``inf``) give the same verdict — infeasible or not, certified or not — and the relaxed LP
     the same least total slack."""
-    import scipy.optimize
-
     import fairalloc.models.psdsf as psdsf
+    import fairalloc.solvers.highs as highs
 
-    finish, linprog = psdsf.exact_finish, scipy.optimize.linprog
+    finish, linprog = psdsf.exact_finish, highs.solve_arrays
     points: list[np.ndarray] = []
     solves, calls = [0], [0]  # with every row left out at first
 
@@ -437,10 +435,10 @@ def test_exact_finish_row_generation_gives_the_full_lps_answer(monkeypatch):
                     monkeypatch.setattr(psdsf, "LAZY_GAP", gap)
                     if gap < 0:
                         calls[0] += 1
-                        monkeypatch.setattr(scipy.optimize, "linprog", count)
+                        monkeypatch.setattr(highs, "solve_arrays", count)
                     out: dict = {}
                     y = finish(inst, x, relax=relax, out=out)
-                    monkeypatch.setattr(scipy.optimize, "linprog", linprog)
+                    monkeypatch.setattr(highs, "solve_arrays", linprog)
                     holds = y is not None and psdsf_certificate(inst, y, tol=1e-9)["holds"]
                     seen.append((y is None, out.get("slack_total"), holds))
                 assert len({s[0] for s in seen}) == 1, (family, seed, relax, seen)
@@ -665,36 +663,41 @@ def test_apf_vds_at_alpha_inf_is_ps_dsf_in_name_order():
     np.testing.assert_allclose(a.x, solve(inst, "ps-dsf").x, rtol=0, atol=1e-12 * a.x.max())
 
 
-def test_a_finish_lp_stopped_by_its_own_cap_is_not_solved_again(monkeypatch):
-    """An LP that stops at its time limit is kept in the memo as no answer only when the caller's cap on
-    one LP stopped it (keep_timeout), not the session's end; ``fast`` counts such LPs (``capped``) and
-    still ends certified."""
-    import scipy.optimize
-
+def test_a_finish_lp_stopped_by_its_work_cap_is_not_solved_again(monkeypatch):
+    """An LP stopped by its work cap (``work`` × its rows + columns of HiGHS's simplex interrupt checks:
+    the same on any machine) is kept in the memo as no answer; one stopped by the session's time limit
+    is not. The cap stops HiGHS at the same point every time. ``fast`` counts the capped LPs
+    (``capped``) and still ends certified."""
     import fairalloc.models.psdsf as P
+    import fairalloc.solvers.highs as highs
+    from fairalloc.status import Status
 
     inst = random_instance(4, 30, 6, 4, missing=0.0)
     x, _, _ = P.fast(inst, max_iter=40, finish=False, progress=False)
-    real = scipy.optimize.linprog
+    real = highs.solve_arrays
 
-    def stopped(*a, **k):
-        res = real(*a, **k)
-        res.status = 1  # as HiGHS reports its time limit
-        return res
+    def timed_out(*a, **k):  # as HiGHS reports its time limit, with the iterations it made
+        return real(*a, **k)._replace(status=Status.TIME_LIMIT, x=None)
 
-    monkeypatch.setattr(scipy.optimize, "linprog", stopped)
+    monkeypatch.setattr(highs, "solve_arrays", timed_out)
     memo: dict = {}
-    assert P.exact_finish(inst, x, memo=memo, time_limit=5.0) is None and not memo
-    assert P.exact_finish(inst, x, memo=memo, time_limit=5.0, keep_timeout=True) is None and len(memo) == 1
-    monkeypatch.setattr(scipy.optimize, "linprog", real)
-    finish = P.exact_finish
+    stats: dict = {}
+    assert P.exact_finish(inst, x, memo=memo, time_limit=5.0, work=100.0, stats=stats) is None
+    assert not memo and not stats["capped"]
+    monkeypatch.setattr(highs, "solve_arrays", real)
+    for _ in range(2):  # the second time from the memo: no LP, the same answer
+        stats = {}
+        assert P.exact_finish(inst, x, relax=True, memo=memo, work=0.01, stats=stats) is None
+        assert len(memo) == 1
+    assert stats == {}
+    runs = []
+    for _ in range(2):
+        runs.append({})
+        assert P.exact_finish(inst, x, relax=True, work=0.01, stats=runs[-1]) is None
+    assert runs[0]["capped"] and runs[0] == runs[1] and runs[0]["work"] >= 1
+    assert P.exact_finish(inst, x, relax=True, work=100.0) is not None
 
-    def slow(*a, **k):  # every LP outlasts a cap of 10 ms (and still answers)
-        time.sleep(0.02)
-        return finish(*a, **k)
-
-    monkeypatch.setattr(P, "LP_CAP", (0.01, 0.0))
-    monkeypatch.setattr(P, "exact_finish", slow)
+    monkeypatch.setattr(P, "LP_WORK", 1e-9)  # every LP that iterates is stopped at once
     y, status, info = P.fast(inst, progress=False)
     assert status.value == "converged" and info["finish"]["capped"] >= 1
     assert psdsf_certificate(inst, y, tol=1e-9)["holds"]
