@@ -116,6 +116,33 @@ def test_limits_are_reported_honestly():
     assert s.solve(m).status is Status.TIME_LIMIT
 
 
+def test_array_lps_map_statuses_and_stop_at_the_same_work_every_time():
+    """``solve_arrays``: an LP built from arrays is solved by HiGHS (the optimum checked by hand), an
+    infeasible one says so, and the work limit (HiGHS's simplex interrupt checks, counted) stops it as
+    an iteration limit at the same iteration on every run."""
+    import scipy.sparse as sp
+
+    from fairalloc.solvers.highs import solve_arrays
+
+    # max x + 2y s.t. x + y <= 4, x - y = 1, 0 <= x, y <= 3: (2.5, 1.5), objective -5.5
+    c, A_ub, A_eq = np.array([-1.0, -2.0]), sp.csr_array([[1.0, 1.0]]), sp.csr_array([[1.0, -1.0]])
+    res = solve_arrays(c, A_ub, np.array([4.0]), A_eq, np.array([1.0]), np.zeros(2), np.full(2, 3.0))
+    assert res.status is Status.OPTIMAL and res.work == 0
+    np.testing.assert_allclose(res.x, [2.5, 1.5], atol=1e-12)
+    assert res.objective == pytest.approx(-5.5)
+    res = solve_arrays(c, A_ub, np.array([0.5]), A_eq, np.array([1.0]), np.zeros(2), np.full(2, 3.0))
+    assert res.status is Status.INFEASIBLE and res.x is None
+    rng = np.random.default_rng(3)
+    A = sp.random(300, 400, density=0.05, random_state=rng, format="csr")
+    args = (-rng.random(400), A, np.ones(300), sp.csr_array((0, 400)), np.zeros(0), np.zeros(400),
+            np.full(400, np.inf), {"solver": "simplex", "presolve": "off"})
+    full = solve_arrays(*args)
+    assert full.status is Status.OPTIMAL and full.iterations > 20
+    runs = [solve_arrays(*args, work_limit=10) for _ in range(2)]
+    assert all(r.status is Status.ITERATION_LIMIT and r.x is None and r.work == 10 for r in runs)
+    assert runs[0].iterations == runs[1].iterations < full.iterations
+
+
 def test_failed_warm_dual_simplex_is_re_solved_by_primal_simplex():
     """HiGHS 1.15's dual simplex can end a warm re-solve at once with status 'Not Set' (seen on TSF-ER
     1024x128, second progressive-filling round). The bridge then runs primal simplex from the same
