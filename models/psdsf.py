@@ -876,11 +876,11 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     return y
 
 
-LP_WORK = 2.0  # fast: a finish LP stops after this many x (rows + columns) HiGHS simplex interrupt checks
+LP_WORK = 1.0  # fast: a finish LP stops after this many x (rows + columns) HiGHS simplex interrupt checks
 # (exact_finish's work cap). Uncapped, on 200 x 32 weights seed 5 through solve, the LPs HiGHS did not
 # end stopped without an answer after 13-198x. Through solve on the 64 unseen 200 x 32 instances: with
-# 2x all 64 certified (154 LPs capped, slowest 44.6 s); with 8x one ended time_limit (placement seed 16)
-# and an LP ended (infeasible or optimal) after 7.0x
+# 1x all 64 certified, slowest 27.0 s; with 2x the same sweeps, slowest 44.6 s (each capped LP costs
+# time); with 8x one ended time_limit (placement seed 16) and an LP ended (infeasible or optimal) after 7x
 LAZY_GAP = 0.05  # exact_finish: bottleneck rows of users this far above their level join only when violated
 MAX_JUMPS = 15  # restarts of the sweeps from the relaxed finish's point ...
 JUMP_PAIRS = 200 * 32  # ... up to this many users x servers; scaled down beyond it (none past 192 000) ...
