@@ -50,6 +50,7 @@ from fairalloc.solvers.highs import (
     Sifter,
     _inf,
     _sifting_mode,
+    highs_lp,
     new_highs,
 )
 from fairalloc.solvers.linear import load_values
@@ -185,17 +186,9 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
     row_max = np.abs(A).max(axis=1).toarray().ravel() if A.shape[0] else np.zeros(0)
     row_s = 1.0 / np.where(row_max > 0, row_max, 1.0)
     A = (sp.diags(row_s) @ A).tocsr()
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n_col, A.shape[0]
-    lp.col_cost_ = hashed
-    lp.sense_ = highspy.ObjSense.kMaximize
     clo, cup = _inf(col_lb / col_s), _inf(col_ub / col_s)
     rlo, rup = _inf(row_lb * row_s), _inf(row_ub * row_s)
-    lp.col_lower_, lp.col_upper_, lp.row_lower_, lp.row_upper_ = clo, cup, rlo, rup
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = A.indices.astype(np.int32)
-    lp.a_matrix_.value_ = A.data
+    lp = highs_lp(A, hashed, clo, cup, rlo, rup, highspy.ObjSense.kMaximize)
     h = new_highs()
     for key, value in options.items():
         h.setOptionValue(key, value)

@@ -121,14 +121,7 @@ def solve_arrays(c: np.ndarray, A_ub: Any, b_ub: np.ndarray, A_eq: Any, b_eq: np
     unbounded"), 949 iterations took 10 s and 76 339 checks; on an LP it ends, a check costs about one
     iteration (2 323 iterations, 3 017 checks, 0.33 s)."""
     A = sp.vstack([sp.csr_array(A_ub), sp.csr_array(A_eq)]).tocsr()
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = A.shape[1], A.shape[0]
-    lp.col_cost_ = np.asarray(c, float)
-    lp.col_lower_, lp.col_upper_ = _inf(np.asarray(lower, float)), _inf(np.asarray(upper, float))
-    lp.row_lower_ = _inf(np.r_[np.full(A_ub.shape[0], -np.inf), b_eq])
-    lp.row_upper_ = _inf(np.r_[b_ub, b_eq])
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
+    lp = highs_lp(A, c, lower, upper, np.r_[np.full(A_ub.shape[0], -np.inf), b_eq], np.r_[b_ub, b_eq])
     h = new_highs()
     for key, val in (options or {}).items():
         if h.setOptionValue(key, val) != highspy.HighsStatus.kOk:
@@ -160,6 +153,25 @@ def highs_version() -> str:
 
 def _inf(a: np.ndarray) -> np.ndarray:
     return np.clip(a, -highspy.kHighsInf, highspy.kHighsInf)
+
+
+def highs_lp(A: Any, c: np.ndarray, col_lb: np.ndarray, col_ub: np.ndarray, row_lb: np.ndarray,
+             row_ub: np.ndarray, sense: Any = None, offset: float = 0.0) -> highspy.HighsLp:
+    """A ``highspy.HighsLp`` from arrays: ``A`` a scipy CSR (passed row-wise) or CSC (column-wise) matrix,
+    the bounds as given (infinite ones clipped to HiGHS's infinity), minimised unless ``sense`` says."""
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = A.shape[1], A.shape[0]
+    lp.col_cost_ = np.asarray(c, float)
+    lp.col_lower_, lp.col_upper_ = _inf(np.asarray(col_lb, float)), _inf(np.asarray(col_ub, float))
+    lp.row_lower_, lp.row_upper_ = _inf(np.asarray(row_lb, float)), _inf(np.asarray(row_ub, float))
+    lp.sense_ = highspy.ObjSense.kMinimize if sense is None else sense
+    lp.offset_ = float(offset)
+    MF = highspy.MatrixFormat
+    lp.a_matrix_.format_ = MF.kColwise if A.format == "csc" else MF.kRowwise
+    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A.data
+    return lp
 
 
 def _row_scale(lo: np.ndarray, up: np.ndarray, rowmax: np.ndarray) -> np.ndarray:
@@ -296,21 +308,14 @@ class HighsBridge:
 
     def _pass_model(self) -> None:
         f = self.form
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = f.A.shape[1], f.A.shape[0]
         R, C = self.R, self.C
-        lp.col_cost_ = f.c * C * self.K
-        lp.offset_ = f.c0 * self.K
-        lp.col_lower_, lp.col_upper_ = _inf(f.col_lb / C), _inf(f.col_ub / C)
-        lp.row_lower_, lp.row_upper_ = _inf(f.row_lb * R), _inf(f.row_ub * R)
-        lp.sense_ = highspy.ObjSense.kMinimize if f.sense == 1 else highspy.ObjSense.kMaximize
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.start_ = f.A.indptr
-        lp.a_matrix_.index_ = f.A.indices
         rows = np.repeat(np.arange(f.A.shape[0]), np.diff(f.A.indptr))
-        lp.a_matrix_.value_ = vals = f.A.data * R[rows] * C[f.A.indices]
+        scaled = sp.csr_array((f.A.data * R[rows] * C[f.A.indices], f.A.indices, f.A.indptr), f.A.shape)
+        lp = highs_lp(scaled, f.c * C * self.K, f.col_lb / C, f.col_ub / C, f.row_lb * R, f.row_ub * R,
+                      highspy.ObjSense.kMinimize if f.sense == 1 else highspy.ObjSense.kMaximize,
+                      f.c0 * self.K)
         # the same arrays for the first sifted solve (read back from HiGHS after any update)
-        A = sp.csc_array(sp.csr_array((vals, f.A.indices, f.A.indptr), f.A.shape))
+        A = sp.csc_array(scaled)
         A.sort_indices()
         self._passed: dict[str, Any] | None = {
             "A": A, "c": f.c * C * self.K, "lb": _inf(f.col_lb / C), "ub": _inf(f.col_ub / C),
@@ -913,16 +918,8 @@ class Sifter:
         h = new_highs()
         for k, v in self.options.items():
             h.setOptionValue(k, v)
-        lp = highspy.HighsLp()
-        sub = sp.csc_array(A[:, cols])
-        lp.num_col_, lp.num_row_ = cols.size, A.shape[0]
-        lp.col_cost_, lp.col_lower_, lp.col_upper_ = L["c"][cols], L["lb"][cols], L["ub"][cols]
-        lp.row_lower_, lp.row_upper_ = L["rl"], L["ru"]
-        lp.sense_, lp.offset_ = L["sense"], L["offset"]
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = sub.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = sub.indices.astype(np.int32)
-        lp.a_matrix_.value_ = sub.data
+        lp = highs_lp(sp.csc_array(A[:, cols]), L["c"][cols], L["lb"][cols], L["ub"][cols], L["rl"], L["ru"],
+                      L["sense"], L["offset"])
         h.passModel(lp)
         self.hr, self.pool = h, cols.astype(np.int64)
         self.in_pool = np.zeros(A.shape[1], bool)
