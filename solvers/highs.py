@@ -106,6 +106,19 @@ class ArrayLP(NamedTuple):
     work: int
 
 
+def set_option(h: Any, key: str, val: Any) -> None:
+    """Set one HiGHS option on the handle ``h``; a rejected one (unknown or of the wrong type) raises
+    :class:`~fairalloc.errors.ParameterError` naming it."""
+    try:
+        ok = h.setOptionValue(key, val) == highspy.HighsStatus.kOk
+    except TypeError:
+        ok = False
+    if not ok:
+        from fairalloc.errors import ParameterError
+
+        raise ParameterError(f"HiGHS option {key}={val!r} was rejected (unknown option or wrong type)")
+
+
 def solve_arrays(c: np.ndarray, A_ub: Any, b_ub: np.ndarray, A_eq: Any, b_eq: np.ndarray,
                  lower: np.ndarray, upper: np.ndarray, options: dict[str, Any] | None = None,
                  work_limit: int | None = None) -> ArrayLP:
@@ -124,8 +137,7 @@ def solve_arrays(c: np.ndarray, A_ub: Any, b_ub: np.ndarray, A_eq: Any, b_eq: np
     lp = highs_lp(A, c, lower, upper, np.r_[np.full(A_ub.shape[0], -np.inf), b_eq], np.r_[b_ub, b_eq])
     h = new_highs()
     for key, val in (options or {}).items():
-        if h.setOptionValue(key, val) != highspy.HighsStatus.kOk:
-            raise ValueError(f"HiGHS option {key} = {val!r} not accepted")
+        set_option(h, key, val)
     h.passModel(lp)
     checks = [0]
     if work_limit is not None:
@@ -292,15 +304,7 @@ class HighsBridge:
 
     # ------------------------------------------------------------------ setup
     def _set_option(self, key: str, val: Any) -> None:
-        try:
-            ok = self.h.setOptionValue(key, val) == highspy.HighsStatus.kOk
-        except TypeError:
-            ok = False
-        if not ok:
-            from fairalloc.errors import ParameterError
-
-            raise ParameterError(f"HiGHS option {key}={val!r} was rejected (unknown option or "
-                                 "wrong type)")
+        set_option(self.h, key, val)
 
     def _get_option(self, key: str) -> Any:
         val = self.h.getOptionValue(key)

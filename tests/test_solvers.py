@@ -6,6 +6,7 @@ import numpy as np
 import pyomo.environ as pyo
 import pytest
 
+from fairalloc.errors import ParameterError
 from fairalloc.solvers import Session, model_kkt, solver_table
 from fairalloc.solvers.compile import compile_linear
 from fairalloc.solvers.highs import HighsBridge
@@ -141,6 +142,8 @@ def test_array_lps_map_statuses_and_stop_at_the_same_work_every_time():
     runs = [solve_arrays(*args, work_limit=10) for _ in range(2)]
     assert all(r.status is Status.ITERATION_LIMIT and r.x is None and r.work == 10 for r in runs)
     assert runs[0].iterations == runs[1].iterations < full.iterations
+    with pytest.raises(ParameterError, match="no_such_option"):  # named, as the bridge names it
+        solve_arrays(*args[:-1], {"no_such_option": 1})
 
 
 def test_failed_warm_dual_simplex_is_re_solved_by_primal_simplex():
