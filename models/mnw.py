@@ -279,17 +279,17 @@ def solve(inst: Instance, session: Session, form: str = "log", canonical: bool =
                    f"{feas['max_relative_violation']:.3g} (at most {FEAS_TOL:g}): the allocation is not "
                    "certified exact")
     if canonical and status is Status.OPTIMAL and session.customize is None:
-        x, details["canonical"] = _canonical(inst, session, x, price, scale)
-        gap = duality_gap(inst, x, price)
+        x, details["canonical"], gap = _canonical(inst, session, x, price, scale, gap)
     details.update(objective=float(np.sum(inst.weight * np.log(np.maximum(x.sum(axis=1), 1e-300)))),
                    kkt=last.kkt, duality_gap=gap, relative_gap=gap / scale, point=how,
                    prices={k: np.asarray(v, float).tolist() for k, v in price.items()})
     return Solution(x, status, message, zero_tol=1e-9, details=details)
 
 
-def _canonical(inst: Instance, session: Session, x: np.ndarray, price: dict[str, np.ndarray], scale: float
-               ) -> tuple[np.ndarray, dict[str, Any]]:
-    """The canonical split of ``x``'s totals (:func:`~fairalloc.models.maxmin.canonical_split`). The
+def _canonical(inst: Instance, session: Session, x: np.ndarray, price: dict[str, np.ndarray], scale: float,
+               gap: float) -> tuple[np.ndarray, dict[str, Any], float]:
+    """The canonical split of ``x``'s totals (:func:`~fairalloc.models.maxmin.canonical_split`), its
+    information and its duality gap (``x``, ``gap`` where it is not kept). The
     Nash welfare and the dual bound read only the totals and the prices, so every split with the same
     totals has the same duality gap; the split is kept where it is certified as ``x`` was (gap at most
     ``GAP_TOL``, every row to ``FEAS_TOL``), which asks for its totals to within about 1e-10 of ``x``'s:
@@ -298,14 +298,14 @@ def _canonical(inst: Instance, session: Session, x: np.ndarray, price: dict[str,
     y, info = canonical_split(inst, session, x, shrinks=(0.0, 1e-11),
                               options={"primal_feasibility_tolerance": 1e-10})
     if y is None:
-        return x, info
-    gap = duality_gap(inst, y, price)
+        return x, info, gap
+    gap_y = duality_gap(inst, y, price)
     feas = feasibility(inst, y, tol=FEAS_TOL)
-    if not (abs(gap) <= GAP_TOL * scale and feas["holds"]):
-        info["status"] = (f"rejected (duality gap {gap:.3g}, largest relative row violation "
+    if not (abs(gap_y) <= GAP_TOL * scale and feas["holds"]):
+        info["status"] = (f"rejected (duality gap {gap_y:.3g}, largest relative row violation "
                           f"{feas['max_relative_violation']:.3g}): the solver's split")
-        return x, info
-    return y, info
+        return x, info, gap
+    return y, info, gap_y
 
 
 def _gap(inst: Instance, x: np.ndarray, m: pyo.ConcreteModel) -> tuple[float, dict[str, np.ndarray]]:
