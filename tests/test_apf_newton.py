@@ -699,7 +699,7 @@ def test_any_order_of_users_and_servers_gives_the_same_allocation(monkeypatch, s
     regularised steps reach different ones when users and servers are listed in another order (these
     three instances: 7·10⁻³–0.21 of the largest entry apart without the rule); the canonical vertex of
     the splits with the equilibrium's totals and multipliers (``details.canonical``) is the same."""
-    from test_canonical import _back, _permuted
+    from restate import back, permuted
 
     from fairalloc.models import apf_vds
 
@@ -709,9 +709,9 @@ def test_any_order_of_users_and_servers_gives_the_same_allocation(monkeypatch, s
 
     def both() -> tuple[np.ndarray, np.ndarray, dict]:
         a = solve(inst, "apf-vds", alpha=",".join(alpha), gains=False)
-        b = solve(_permuted(inst, pu, ps), "apf-vds", alpha=",".join(alpha[ps]), gains=False)
+        b = solve(permuted(inst, pu, ps), "apf-vds", alpha=",".join(alpha[ps]), gains=False)
         assert a.status.value == b.status.value == "optimal"
-        return a.allocation, _back(b.allocation, pu, ps), a.details
+        return a.allocation, back(b.allocation, pu, ps), a.details
 
     x, y, details = both()
     assert details["canonical"]["status"] == "optimal"

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from restate import back, permuted, restated
 
 import fairalloc
 from fairalloc.generate import random_instance
 from fairalloc.instance import Instance
-from fairalloc.io import instance_to_dict, parse_instance
 
 MECHS = ["utilitarian", "relative-utilitarian", "cru", "drfh", "tsf-er"]
 ROUTES = ["highs", "highs-simplex", "highs-ipm", "pyomo-highs"]
@@ -22,29 +22,6 @@ def twins() -> Instance:
     return Instance.from_arrays(capacity=[[4, 8], [4, 8], [6, 4]], demand=[[1, 2], [1, 2], [2, 1], [1, 1]],
                                 external_capacity=[5.0], external_demand=[[0.5], [0.5], [0.2], [0]],
                                 name="twins")
-
-
-def _permuted(inst: Instance, pu: np.ndarray, ps: np.ndarray) -> Instance:
-    d = instance_to_dict(inst)
-    d["users"] = [d["users"][k] for k in pu]
-    d["servers"] = [d["servers"][k] for k in ps]
-    return parse_instance(d)
-
-
-def _restated(inst: Instance, pu: np.ndarray, ps: np.ndarray, units: list[float], external: float = 1.0
-              ) -> Instance:
-    """``inst`` with resource ``r``'s capacities and demands times ``units[r]``, the external resources'
-    times ``external``, users and servers in the orders ``pu``/``ps`` (``_back`` maps an allocation back)."""
-    f = np.asarray(units, float)
-    return _permuted(inst.replace(capacity=inst.capacity * f, demand=inst.demand * f,
-                                  external_capacity=inst.external_capacity * external,
-                                  external_demand=inst.external_demand * external), pu, ps)
-
-
-def _back(x: np.ndarray, pu: np.ndarray, ps: np.ndarray) -> np.ndarray:
-    out = np.empty_like(x)
-    out[np.ix_(pu, ps)] = x
-    return out
 
 
 @pytest.mark.parametrize("mech", MECHS)
@@ -64,9 +41,9 @@ def test_any_order_of_users_and_servers_gives_the_same_allocation(seed, mech, da
     pu = np.array(data.draw(st.permutations(range(inst.n_users))))
     ps = np.array(data.draw(st.permutations(range(inst.n_servers))))
     a = fairalloc.solve(inst, mech)
-    b = fairalloc.solve(_permuted(inst, pu, ps), mech)
+    b = fairalloc.solve(permuted(inst, pu, ps), mech)
     assert a.status == b.status
-    np.testing.assert_allclose(_back(b.allocation, pu, ps), a.allocation, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(back(b.allocation, pu, ps), a.allocation, rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("mech", ["utilitarian", "cru", "tsf-er"])
@@ -148,14 +125,14 @@ def test_mnw_split_is_canonical_in_any_order_and_units(seed):
     largest entry under a restatement (seed 6, weights), with the canonical split it does not move."""
     inst = random_instance(seed, 16, 5, 3, weights=True, external=1)
     pu, ps = np.random.default_rng(seed).permutation(16), np.random.default_rng(seed + 1).permutation(5)
-    restated = _restated(inst, pu, ps, [1e5, 1e-4, 37.0])
-    a, b = fairalloc.solve(inst, "mnw"), fairalloc.solve(restated, "mnw")
+    other = restated(inst, pu, ps, [1e5, 1e-4, 37.0, 1.0])
+    a, b = fairalloc.solve(inst, "mnw"), fairalloc.solve(other, "mnw")
     assert a.status.value == b.status.value == "optimal"
     assert a.details["canonical"]["status"] == b.details["canonical"]["status"] == "optimal"
-    np.testing.assert_allclose(_back(b.allocation, pu, ps), a.allocation, rtol=0,
+    np.testing.assert_allclose(back(b.allocation, pu, ps), a.allocation, rtol=0,
                                atol=1e-7 * a.allocation.max())
     raw_a = fairalloc.solve(inst, "mnw", canonical=False).allocation
-    raw_b = _back(fairalloc.solve(restated, "mnw", canonical=False).allocation, pu, ps)
+    raw_b = back(fairalloc.solve(other, "mnw", canonical=False).allocation, pu, ps)
     assert np.abs(raw_a - raw_b).max() > 1e-4 * raw_a.max()  # the rule is what makes them agree
 
 
@@ -166,9 +143,9 @@ def test_a_restated_instance_gets_the_same_levels_and_split():
     inst = random_instance(4, 16, 5, 3, external=2, scoped=True, placement=True)
     rng = np.random.default_rng(45)
     pu, ps = rng.permutation(inst.n_users), rng.permutation(inst.n_servers)
-    restated = _restated(inst, pu, ps, [1e5, 1e-4, 37.0], external=1e3)
+    other = restated(inst, pu, ps, [1e5, 1e-4, 37.0, 1e3, 1e3])
     for mech in ("drfh", "tsf-er"):
-        a, b = fairalloc.solve(inst, mech), fairalloc.solve(restated, mech)
+        a, b = fairalloc.solve(inst, mech), fairalloc.solve(other, mech)
         assert a.status.value == b.status.value == "optimal"
-        np.testing.assert_allclose(_back(b.allocation, pu, ps), a.allocation, rtol=0,
+        np.testing.assert_allclose(back(b.allocation, pu, ps), a.allocation, rtol=0,
                                    atol=1e-9 * a.allocation.max())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_canonical import _back
+from restate import back, restated
 
 from fairalloc import Instance, load_instance, solve
 from fairalloc.errors import InstanceError
@@ -557,27 +557,6 @@ def test_time_limit_ends_with_status_time_limit(algorithm):
     assert time.perf_counter() - t0 < 30  # a generous bound: the point is that it returns at all
 
 
-def _restated(inst, pu, ps, scale):
-    """The same instance as another file states it: users and servers in the orders ``pu``/``ps``,
-    resources (external ones included) listed backwards, and resource ``q`` measured in units
-    ``scale[q]`` times smaller (every capacity and demand of it times ``scale[q]``)."""
-    from fairalloc.io import instance_to_dict, parse_instance
-
-    d = instance_to_dict(inst)
-    f = dict(zip(list(inst.resources) + list(inst.external), scale))
-    d["resources"] = d["resources"][::-1]
-    for s in d["servers"]:
-        s["capacity"] = {r: v * f[r] for r, v in s["capacity"].items()}
-    for u in d["users"]:
-        u["demand"] = {r: v * f[r] for r, v in u["demand"].items()}
-    for e, v in list(d.get("external", {}).items())[::-1]:
-        d["external"].pop(e)
-        d["external"][e] = {**v, "capacity": v["capacity"] * f[e]} if isinstance(v, dict) else v * f[e]
-    d["users"] = [d["users"][k] for k in pu]
-    d["servers"] = [d["servers"][k] for k in ps]
-    return parse_instance(d)
-
-
 @settings(max_examples=10, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 10_000), family=st.sampled_from(["plain", "placement", "weights", "limits",
                                                             "external", "scoped", "mixed"]),
@@ -595,10 +574,10 @@ def test_any_order_and_any_units_give_the_same_allocation(seed, family, data):
                                min_size=len(inst.resources) + len(inst.external),
                                max_size=len(inst.resources) + len(inst.external)))
     a = solve(inst, "ps-dsf")
-    b = solve(_restated(inst, pu, ps, scale), "ps-dsf")
+    b = solve(restated(inst, pu, ps, scale, reverse=True), "ps-dsf")
     assert a.status.value == b.status.value == "converged"
-    back = _back(b.x, pu, ps)
-    np.testing.assert_allclose(back, a.x, rtol=0, atol=1e-9 * a.x.max())
+    mapped = back(b.x, pu, ps)
+    np.testing.assert_allclose(mapped, a.x, rtol=0, atol=1e-9 * a.x.max())
 
 
 @pytest.mark.parametrize("algorithm", ["best-response", "paper", "distributed"])
@@ -607,10 +586,10 @@ def test_every_algorithm_runs_in_name_order(algorithm):
     inst = random_instance(6, 12, 4, 3, missing=0.0)
     pu, ps = np.arange(12)[::-1], np.array([2, 0, 3, 1])
     a = solve(inst, "ps-dsf", algorithm=algorithm)
-    b = solve(_restated(inst, pu, ps, [1.0] * 3), "ps-dsf", algorithm=algorithm)
+    b = solve(restated(inst, pu, ps, [1.0] * 3, reverse=True), "ps-dsf", algorithm=algorithm)
     assert a.status.value == b.status.value == "converged"
-    back = _back(b.x, pu, ps)
-    np.testing.assert_allclose(back, a.x, rtol=0, atol=1e-9 * a.x.max())
+    mapped = back(b.x, pu, ps)
+    np.testing.assert_allclose(mapped, a.x, rtol=0, atol=1e-9 * a.x.max())
     if algorithm == "distributed":  # the trajectory names its users
         assert set(b.details["trajectory"][-1]["tasks"]) == set(inst.users)
 
@@ -657,9 +636,9 @@ def test_apf_vds_at_alpha_inf_is_ps_dsf_in_name_order():
     inst = random_instance(4, 14, 4, 3, missing=0.0)
     pu, ps = np.roll(np.arange(14), 5), np.array([3, 1, 0, 2])
     a = solve(inst, "apf-vds", alpha="inf", gains=False)
-    b = solve(_restated(inst, pu, ps, [1e3, 1.0, 1e-3]), "apf-vds", alpha="inf", gains=False)
-    back = _back(b.x, pu, ps)
-    np.testing.assert_allclose(back, a.x, rtol=0, atol=1e-9 * a.x.max())
+    b = solve(restated(inst, pu, ps, [1e3, 1.0, 1e-3], reverse=True), "apf-vds", alpha="inf", gains=False)
+    mapped = back(b.x, pu, ps)
+    np.testing.assert_allclose(mapped, a.x, rtol=0, atol=1e-9 * a.x.max())
     np.testing.assert_allclose(a.x, solve(inst, "ps-dsf").x, rtol=0, atol=1e-12 * a.x.max())
 
 
