@@ -415,8 +415,13 @@ class _Arrays:
         partial pivoting, BLAS on one thread, where that pays and fits (``DENSE_SCHUR_MIN``,
         ``DENSE_SCHUR``); otherwise, or when a diagonal entry is below 1/2, the whole sparse system goes to
         SuperLU (which pivots).
-        ``None``: singular."""
+        ``None``: singular, or a number not finite (but for an infinite ``dl``)."""
         N, nr = self.N, self.nr
+        if np.isnan(dl).any() or not all(np.isfinite(v).all() for v in (bl, qv, qhh, rhs_l, rhs_X)):
+            # a wild trial point's numbers: no step (as before, when they reached the solvers), but
+            # without SuperLU's BLAS printing to file descriptor 1 on them. (An infinite diagonal entry
+            # dl holds its multiplier: both paths solve that as they always did)
+            return None
         diag_X = 1.0 + np.bincount(self.pn, weights=qhh, minlength=N)
         if nr == 0:
             return np.zeros(0), rhs_X / diag_X
@@ -584,6 +589,10 @@ def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-
     return replace(best, iterations=total)
 
 
+# Newton's trial points can be wild (at α = 8 a user holding almost nothing has a marginal that overflows
+# to inf); every step checks its numbers are finite (the linear system's inputs and solution, the line
+# search's merit), so numpy's warnings about them would only be noise on stderr
+@np.errstate(over="ignore", divide="ignore", invalid="ignore")
 def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_iter: int,
             expired: Callable[[], bool] | None, mu: np.ndarray | None, log_pairs: bool,
             support: bool = False, smooth: float = 0.0) -> NewtonResult:

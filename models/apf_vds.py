@@ -542,19 +542,24 @@ FEASIBLE_ITER = 20  # ... sought for at most this many iterations once the gap i
 
 
 class _ServerUtility:
-    """``g`` of (22) for one server (``α``, ``A``, ``B`` scalars): value, derivatives and ``g'^{-1}``."""
+    """``g`` of (22) for one server (``α``, ``A``, ``B`` scalars): value, derivatives and ``g'^{-1}``.
+    Where ``z`` is so small that a power overflows (at α = 8 and A = 1, ``z < 10⁻³⁸·⁵``) the value is
+    the limit, ``±inf``, without numpy's warning: the callers test for it."""
 
     def __init__(self, alpha: float, A: float, B: float) -> None:
         self.a, self.A, self.B = alpha, A, B
 
+    @np.errstate(over="ignore", divide="ignore")
     def g(self, z: np.ndarray) -> np.ndarray:
         a, A = self.a, self.A
         power = A * np.log(z) if math.isclose(a, 1.0) else A**a * z ** (1 - a) / (1 - a)
         return power + self.B * np.log(z)
 
+    @np.errstate(over="ignore", divide="ignore")
     def gp(self, z: np.ndarray) -> np.ndarray:
         return (self.A / z) ** self.a + self.B / z
 
+    @np.errstate(over="ignore", divide="ignore")
     def gpp(self, z: np.ndarray) -> np.ndarray:
         return -(self.a * (self.A / z) ** self.a + self.B / z) / z
 
@@ -705,7 +710,10 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
         return np.where((lam <= 0) & (grad >= 0), 0.0, grad)
 
     z0 = x[U].sum(axis=1) / phig
-    held = z0 > 0  # users without any task yet (limits start at 0) value the first one infinitely
+    # users without any task yet (limits start at 0) value the first one infinitely, and so, to the
+    # precision of a float, do users with too few (at α = 8 and A = 1, z below 10⁻³⁸·⁵: Newton's trial
+    # points); both start from the median user's marginal (an infinite price made every later one NaN)
+    held = (z0 > 0) & np.isfinite(u.gp(z0))
     z0 = np.where(held, z0, float(np.median(z0[held])) if held.any() else 1.0)
     m0 = u.gp(z0) / gam
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

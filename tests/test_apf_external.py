@@ -322,3 +322,27 @@ def test_psdsf_external_units(unit):
     r = fairalloc.solve(inst, "ps-dsf", time_limit=120)
     assert r.status.value == "converged" and r.details["certificate"]["holds"], r.message
     _usage_ok(inst, r.allocation, rtol=1e-8)
+
+
+def test_a_wild_newton_trial_point_prints_and_warns_nothing(capfd):
+    """α = 8 on a restated external instance (users and servers permuted, resources listed backwards and
+    in units 10⁻⁴…10⁶): Newton's trial points there hold users at so few tasks that their marginals
+    overflow. That gave the servers' numpy best responses infinite prices (no response: the Ipopt
+    fallback), numpy warnings on stderr, and NaN in Newton's system, on which SuperLU's BLAS printed "On
+    entry to DGEMV parameter number 2 had an illegal value" to file descriptor 1 seven times. Now: an
+    equilibrium, nothing printed and no warning."""
+    import warnings
+
+    from restate import restated
+
+    inst = random_instance(701, 60, 12, 4, external=1)
+    rng = np.random.default_rng(701 * 7 + len("external"))
+    pu, ps = rng.permutation(inst.n_users), rng.permutation(inst.n_servers)
+    other = restated(inst, pu, ps, 10.0 ** rng.uniform(-4, 6, len(inst.resources) + len(inst.external)),
+                     reverse=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        r = fairalloc.solve(other, "apf-vds", alpha=8.0)
+    assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-8
+    out, _ = capfd.readouterr()
+    assert out == ""

@@ -490,6 +490,28 @@ def test_dense_schur_and_sparse_lu_agree(monkeypatch, kind):
     np.testing.assert_allclose(tasks["dense"], tasks["sparse"], rtol=1e-8)
 
 
+@pytest.mark.parametrize("path", ["sparse", "dense"])
+def test_a_newton_system_with_a_number_not_finite_is_no_step(monkeypatch, capfd, path):
+    """A wild trial point (at α = 8, a user holding 10⁻⁴⁰ of its tasks) gave Newton's system NaN entries;
+    SuperLU's BLAS then printed "On entry to DGEMV parameter number 2 had an illegal value" to file
+    descriptor 1 (a script's stdout) before failing. Such a system is now no step (``None``), on either
+    path, and nothing is printed."""
+    arrays, args = _random_newton_system(_inst(1300, "placement", N=12, K=4))
+    monkeypatch.setattr(_apf_newton, "DENSE_SCHUR_MIN", 10**12 if path == "sparse" else 0)
+    assert arrays.solve(*args) is not None
+    for k in range(len(args)):
+        for value in (np.nan, np.inf):
+            bad = [v.copy() for v in args]
+            bad[k][0] = value
+            if k == 0 and value == np.inf:  # an infinite diagonal entry holds that multiplier at 0
+                dl, dX = arrays.solve(*bad)
+                assert dl[0] == 0.0 and np.isfinite(dl).all() and np.isfinite(dX).all()
+            else:
+                assert arrays.solve(*bad) is None
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
 def test_the_dense_schur_complement_runs_blas_on_one_thread(monkeypatch):
     """The rows' Schur complement is formed and factorised with BLAS on one thread (numpy's two threads
     were slower at every size measured, 6.3x at 400 x 64), and the caller's thread count is back

@@ -398,6 +398,35 @@ def test_numpy_best_response_agrees_with_ipopt(fam):
     assert checked == 16
 
 
+def test_numpy_best_response_from_a_user_holding_almost_nothing():
+    """At α = 8 a user holding 10⁻⁴⁵ tasks (a trial point of Newton's) has an infinite marginal in floats.
+    The response's start price was then infinite and every later one NaN: no response (the caller fell
+    back to Ipopt) and numpy warnings on stderr. It now starts that user from the median user's marginal,
+    certifies the response (a feasible column whose utility its dual bound meets, and Ipopt's no better),
+    and warns about nothing."""
+    import warnings
+
+    from fairalloc.models import apf_vds as M
+
+    inst = Instance.from_arrays(capacity=[[4.0, 8.0], [6.0, 3.0]],
+                                demand=[[1.0, 2.0], [2.0, 1.0], [1.0, 1.0]])
+    x = np.array([[1e-45, 0.0], [1.0, 1.0], [0.5, 1.0]])
+    a, A, B = M.utility_parameters(inst, 8.0, None, None)
+    As, Bs = M._scaled(a, A, B, M.utility_scale(inst, a, A, B))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fast = M.numpy_best_response(inst, 0, a[0], As[0], Bs[0], x)
+    assert fast is not None
+    col, value, bound, _ = fast
+    assert value - 1e-13 * abs(value) <= bound <= value + M.GAP * max(1.0, abs(value))
+    assert (col >= 0).all() and (col @ inst.demand <= inst.capacity[0] * (1 + 1e-12)).all()
+    # Ipopt's column is 2 % away here and no better: its utility is below the dual bound (weak duality)
+    # and below numpy's, which the bound certifies
+    _, ipopt_value = ipopt_response(inst, x, 0, a[0], As[0], Bs[0])
+    assert ipopt_value <= bound + 1e-12 * abs(bound)
+    assert value >= ipopt_value
+
+
 def test_gains_by_numpy_and_by_ipopt_agree(monkeypatch):
     """best_response_gains by the numpy route equals the Ipopt route's at a perturbed point (gains > 0),
     and is 0 at an equilibrium (started from its multipliers, the check is immediate)."""
