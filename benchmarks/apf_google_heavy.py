@@ -5,8 +5,8 @@ jobs (16 % of jobs run for more than a day, some for weeks) are present and the 
 part of the time: jobs finish their quanta and every mechanism then delivers the same work. [APF] §6.1
 samples its jobs "so that the cluster is heavily loaded"; here the same generator runs with a week of
 warm-up (about 400 active jobs, total dominant usage above the cluster's CPU at every slot) over four
-hours. PS-DSF (Algorithm I), DRFH and TSF only: αPF-VDS at ~400 users per solve is beyond this benchmark's
-budget (see ``apf_google`` and ``apf_bitbrain`` for α).
+hours. PS-DSF (its default algorithm, ``fast``), DRFH and TSF only: αPF-VDS at ~400 users per solve is
+beyond this benchmark's budget (see ``apf_google`` and ``apf_bitbrain`` for α).
 """
 
 from __future__ import annotations
