@@ -119,7 +119,8 @@ def cases(quick: bool) -> list[tuple[str, str, dict[str, Any], Instance]]:
         out.append((f"tsf-er paper {N}×{K} limits", "tsf-er", {"variant": "paper"},
                     _limited(scaling_instance(N, K, link_users=1.0), 1)))
     ps = random_instance(1, 12 if quick else 40, 4 if quick else 6, 3, placement=True)
-    out.append((f"ps-dsf {ps.n_users}×{ps.n_servers}", "ps-dsf", {}, ps))
+    # best responses: the algorithm made of LPs (the default, fast, solves none)
+    out.append((f"ps-dsf {ps.n_users}×{ps.n_servers}", "ps-dsf", {"algorithm": "best-response"}, ps))
     return out
 
 
