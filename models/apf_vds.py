@@ -713,7 +713,8 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     # users without any task yet (limits start at 0) value the first one infinitely, and so, to the
     # precision of a float, do users with too few (at α = 8 and A = 1, z below 10⁻³⁸·⁵: Newton's trial
     # points); both start from the median user's marginal (an infinite price made every later one NaN)
-    held = (z0 > 0) & np.isfinite(u.gp(z0))
+    held = z0 > 0
+    held[held] = np.isfinite(u.gp(z0[held]))
     z0 = np.where(held, z0, float(np.median(z0[held])) if held.any() else 1.0)
     m0 = u.gp(z0) / gam
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
