@@ -87,7 +87,8 @@ def measures(inst: Any, x: np.ndarray) -> dict[str, float]:
     out["deviation_mean"] = float((w * D).sum() / w.sum())
     out["deviation_max"] = float(D.max())
     # the verification layer's Pareto LP (fairalloc.verify.pareto): the benchmark had its own copy in
-    # scipy's linprog, whose HiGHS 1.12 did not end one of these LPs (300 users x 250 servers, 40 min)
+    # scipy's linprog (HiGHS 1.12), and a full run was still in one such LP (300 users x 250 servers)
+    # when it was stopped 28 minutes into its second of four runs
     dom = pareto(inst, x)["domination_factor"] if np.isfinite(x).all() else None
     out["domination"] = float("nan") if dom is None else float(dom)
     return out
