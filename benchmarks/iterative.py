@@ -11,7 +11,10 @@ re-solves it through its solver handle. Three handles are compared on the same r
 - ``rebuild`` — the model translated again into a fresh HiGHS object before every LP (cold start):
   what a loop that calls a one-shot solver does;
 - ``pyomo-highs`` — Pyomo's own persistent HiGHS interface (``contrib.solver`` ``highs``), which
-  detects the edits itself (given IPM from 20 000 columns on, as the bridge chooses).
+  detects the edits itself (given IPM from 20 000 columns on, as the bridge chooses, but with
+  crossover: the max-min loops read blocked users from interior multipliers only through the bridge).
+  ``persistent`` and ``rebuild`` run the max-min rounds of ≥ 50 000 columns without crossover, the
+  bridge's default.
 
 Each run has a time limit of 15 minutes.
 
@@ -62,13 +65,25 @@ class RebuildHighs:
     edit: the cost of a loop without a persistent interface."""
 
     name = "highs-rebuild"
+    # settings the loops make on their handle (progressive filling: IPM without crossover on wide LPs,
+    # the re-solve start): kept for every new HiGHS object, so both modes solve the same way (before, they
+    # landed on this wrapper and the rebuilt models ran IPM with crossover)
+    SETTINGS = ("interior", "resolve")
 
     def __init__(self, model: Any, algorithm: str = "choose", options: dict[str, Any] | None = None
                  ) -> None:
         self.model, self.args = model, (algorithm, options)
+        self.settings: dict[str, Any] = {}
         self.inner = HighsBridge(model, algorithm, options)
         self.build_seconds = self.inner.build_seconds
         self.stale = False
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.SETTINGS:
+            self.settings[name] = value
+            setattr(self.inner, name, value)
+        else:
+            object.__setattr__(self, name, value)
 
     def update(self, variables: bool = True) -> None:
         self.stale = True
@@ -82,6 +97,8 @@ class RebuildHighs:
         if self.stale:
             t0 = time.perf_counter()
             self.inner = HighsBridge(self.model, *self.args)
+            for name, value in self.settings.items():
+                setattr(self.inner, name, value)
             extra = time.perf_counter() - t0
             self.stale = False
         out = self.inner.solve(time_limit, options, kkt)
@@ -196,7 +213,10 @@ def summary(df: pd.DataFrame, lp: pd.DataFrame, quick: bool) -> str:
              "user totals from the persistent run. `persistent`: fairalloc's bridge (re-solves by "
              "primal simplex from the previous basis in the max-min loops, HiGHS's warm choice in "
              "PS-DSF); `rebuild`: a new HiGHS model for every LP (cold); `pyomo-highs`: Pyomo's "
-             "persistent `highs` interface. LPs with ≥ 20 000 columns go to IPM in all three.",
+             "persistent `highs` interface. LPs with ≥ 20 000 columns go to IPM in all three; in the "
+             "max-min loops' rounds of ≥ 50 000 columns without crossover in `persistent` and "
+             "`rebuild` (fairalloc's default, the blocked users read from the interior multipliers), "
+             "with crossover in `pyomo-highs` (no such reading there).",
              "",
              "| case | mode | LPs | iterations | total | per LP | translate | HiGHS | load | other | "
              "diff X |",
