@@ -55,7 +55,7 @@ import pyomo.environ as pyo
 
 from fairalloc.instance import Instance
 from fairalloc.models.feasible import allocation, allocation_scale, feasible_set
-from fairalloc.models.maxmin import leximin_model, names, progressive_filling
+from fairalloc.models.maxmin import canonical_split, leximin_model, names, progressive_filling
 from fairalloc.registry import CANONICAL, Param, Solution, choice, mechanism
 from fairalloc.solvers import Session
 from fairalloc.status import Status, worst
@@ -131,11 +131,20 @@ class LoopOutcome:
 def run(inst: Instance, session: Session, coeff: np.ndarray, variant: str = "leximin",
         label: str = "TSF-ER", canonical: bool = True) -> LoopOutcome:
     """Algorithm 1 (``paper``) or progressive filling (``leximin``) on ``share_n = coeff_n X_n``;
-    ``canonical`` (``leximin`` only) picks the canonical split of the leximin totals across servers
-    (:func:`~fairalloc.models.maxmin.progressive_filling`). Algorithm 1 as printed returns its last
-    LP's vertex."""
+    ``canonical`` picks the canonical split of the totals across servers: the leximin's
+    (:func:`~fairalloc.models.maxmin.progressive_filling`), or Algorithm 1's. Every LP of Algorithm 1
+    fixes every user's total (an active user's share is ``g``, a saturated user's total its limit), so
+    its totals and its path are unique, but its last LP's vertex is the solver's: on random 8 × 3
+    instances the four HiGHS routes returned splits a whole largest entry apart. Where it is kept
+    (not under a ``customize`` hook, whose edits the split's own model of χ would not have), the
+    split is :func:`~fairalloc.models.maxmin.canonical_split`'s, as for MNW."""
     if variant == "paper":
-        return _algorithm1(inst, session, coeff, label)
+        out = _algorithm1(inst, session, coeff, label)
+        if canonical and out.status.ok and session.customize is None:
+            y, out.canonical = canonical_split(inst, session, out.x)
+            if y is not None:
+                out.x = y
+        return out
     return _leximin(inst, session, coeff, label, canonical)
 
 

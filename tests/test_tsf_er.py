@@ -147,7 +147,9 @@ def test_persistent_model_is_not_rebuilt(monkeypatch):
     monkeypatch.setattr(tsf_er, "build_lp_taskshare", lambda *a, **k: builds.append(1) or real(*a, **k))
     inst = Instance.from_arrays(capacity=[[10]], demand=[[1], [1], [1]], tasks=[1, 4, np.inf])
     r = solve(inst, "tsf-er", variant="paper")
-    assert r.details["lps"] == 3 and len(builds) == 1 and r.solver["solves"] == 3
+    assert r.details["lps"] == 3 and len(builds) == 1 and r.solver["solves"] == 4  # + the canonical split
+    r = solve(inst, "tsf-er", variant="paper", canonical=False)
+    assert r.details["lps"] == 3 and len(builds) == 2 and r.solver["solves"] == 3
 
 
 # ---------------------------------------------------------------------- random instances
