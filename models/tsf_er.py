@@ -135,7 +135,7 @@ def run(inst: Instance, session: Session, coeff: np.ndarray, variant: str = "lex
     (:func:`~fairalloc.models.maxmin.progressive_filling`), or Algorithm 1's. Every LP of Algorithm 1
     fixes every user's total (an active user's share is ``g``, a saturated user's total its limit), so
     its totals and its path are unique, but its last LP's vertex is the solver's: on random 8 × 3
-    instances the four HiGHS routes returned splits a whole largest entry apart. Where it is kept
+    instances the four HiGHS routes returned splits up to a whole largest entry apart. Where it is kept
     (not under a ``customize`` hook, whose edits the split's own model of χ would not have), the
     split is :func:`~fairalloc.models.maxmin.canonical_split`'s, as for MNW."""
     if variant == "paper":

@@ -50,8 +50,8 @@ def test_any_order_of_users_and_servers_gives_the_same_allocation(seed, mech, da
 @pytest.mark.parametrize("fam", ["plain", "limits", "external"])
 def test_algorithm_1_gives_one_split_on_every_route(mech, fam):
     """``variant=paper`` (Algorithm 1): its totals are unique, its last LP's split was the solver's (the
-    four routes a whole largest entry apart on these instances); with the canonical split of its totals
-    every route gives the same allocation, and with ``canonical=false`` they do not."""
+    four routes up to a whole largest entry apart); with the canonical split of its totals every route
+    gives the same allocation, and with ``canonical=false`` they do not (checked on one instance)."""
     from fairalloc.generate import FAMILIES
 
     inst = random_instance(2, 8, 3, 2, **FAMILIES[fam])
@@ -60,9 +60,11 @@ def test_algorithm_1_gives_one_split_on_every_route(mech, fam):
     assert xs["highs"].details["canonical"]["status"] == "optimal"
     for r in ROUTES[1:]:
         np.testing.assert_allclose(xs[r].allocation, xs["highs"].allocation, rtol=1e-6, atol=1e-9)
-    raw = [fairalloc.solve(inst, mech, variant="paper", solver=r, canonical=False).allocation for r in ROUTES]
-    np.testing.assert_allclose(raw[0].sum(axis=1), xs["highs"].tasks, rtol=1e-6)  # the same totals
-    assert max(np.abs(y - raw[0]).max() for y in raw[1:]) > 1e-3 * raw[0].max()
+    if (mech, fam) == ("tsf-er", "plain"):  # the rule is needed (once: a future HiGHS may pick alike)
+        raw = [fairalloc.solve(inst, mech, variant="paper", solver=r, canonical=False).allocation
+               for r in ROUTES]
+        np.testing.assert_allclose(raw[0].sum(axis=1), xs["highs"].tasks, rtol=1e-6)  # the same totals
+        assert max(np.abs(y - raw[0]).max() for y in raw[1:]) > 1e-3 * raw[0].max()
 
 
 @pytest.mark.parametrize("mech", ["utilitarian", "cru", "tsf-er"])
