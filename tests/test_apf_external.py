@@ -346,3 +346,16 @@ def test_a_wild_newton_trial_point_prints_and_warns_nothing(capfd):
     assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-8
     out, _ = capfd.readouterr()
     assert out == ""
+
+
+def test_verifying_alpha_inf_with_an_external_resource_warns_nothing():
+    """``--verify`` on α = ∞ with an external resource evaluated the servers' utilities at users holding
+    nothing there: ``log 0`` and ``0 · log 0`` in ``ApfGame.g`` reached stderr as RuntimeWarnings
+    (found by a restatement sweep with verification on). The values are unchanged; the warnings gone."""
+    import warnings
+
+    inst = random_instance(510, 10, 4, 3, external=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        r = fairalloc.solve(inst, "apf-vds", alpha="inf", verify=True)
+    assert r.status.value == "converged" and r.verification is not None
