@@ -52,6 +52,7 @@ from fairalloc.solvers.highs import (
     _sifting_mode,
     highs_lp,
     new_highs,
+    set_option,
 )
 from fairalloc.solvers.linear import load_values
 from fairalloc.solvers.outcome import SolveOutcome
@@ -191,7 +192,7 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
     lp = highs_lp(A, hashed, clo, cup, rlo, rup, highspy.ObjSense.kMaximize)
     h = new_highs()
     for key, value in options.items():
-        h.setOptionValue(key, value)
+        set_option(h, key, value)
     if time_limit is not None:
         h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
     # as the bridge does: dual simplex for small LPs, interior point + crossover (a vertex) above

@@ -921,7 +921,7 @@ class Sifter:
         A = L["A"]
         h = new_highs()
         for k, v in self.options.items():
-            h.setOptionValue(k, v)
+            set_option(h, k, v)
         lp = highs_lp(sp.csc_array(A[:, cols]), L["c"][cols], L["lb"][cols], L["ub"][cols], L["rl"], L["ru"],
                       L["sense"], L["offset"])
         h.passModel(lp)
@@ -1056,7 +1056,7 @@ class Sifter:
             rem = None if time_limit is None else time_limit - (time.perf_counter() - t0)
             opts["time_limit"] = INF if rem is None else max(rem, 0.0)
             for k, v in opts.items():
-                h.setOptionValue(k, v)
+                set_option(h, k, v)
             t1 = time.perf_counter()
             with c_output_off_stdout():
                 h.run()
