@@ -99,6 +99,21 @@ def test_time_shared_and_scip_epigraph(examples):
     np.testing.assert_allclose(s.tasks, [5, 5], atol=1e-5)
 
 
+@pytest.mark.parametrize("seed, kw", [(5, {"external": 1, "weights": True}), (3, {"limits": True})])
+def test_scip_agrees_with_ipopt_and_says_whether_it_is_certified(seed, kw):
+    """At SCIP's default feasibility tolerance its epigraph point was 2.2e-4 of the largest entry from
+    Ipopt's on the first instance (and only `converged`); with ``SCIP_OPTIONS`` both agree to ~1e-9.
+    A user's own SCIP setting wins."""
+    require_scip()
+    inst = random_instance(seed, 30, 6, 3, **kw)
+    a, b = solve(inst, "mnw"), solve(inst, "mnw", solver="scip")
+    assert a.status.value == "optimal" and b.status.value in ("optimal", "converged")
+    assert np.max(np.abs(a.tasks - b.tasks)) <= 1e-7 * np.max(a.tasks)
+    assert (b.status.value == "optimal") == (abs(b.details["relative_gap"]) <= 1e-10)
+    loose = solve(inst, "mnw", solver="scip", solver_options={"numerics/feastol": 1e-6})
+    assert np.max(np.abs(a.tasks - loose.tasks)) > 1e-6 * np.max(a.tasks)  # the option reached SCIP
+
+
 def feasibility_ok(examples, r):
     from fairalloc.io import load_instance
 
