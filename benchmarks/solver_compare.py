@@ -6,10 +6,11 @@ IPM with crossover, PDLP), Pyomo's persistent HiGHS interface and SCIP. SCIP ret
 so progressive filling tests every candidate with one LP (``probe LPs``) and runs at the small sizes
 only.
 
-**NLPs** — MNW (Eisenberg–Gale, [TSFER] §3.2) and αPF-VDS (α = 1 and 3, the NCP (28)–(31) of [APF]
-by Ipopt on a Scholtes relaxation) through the two Ipopt routes — CasADi's bundled Ipopt 3.14 + MUMPS,
-and an ASL ``ipopt`` executable (not installable here: the registries have no genuine build,
-docs/solvers.md; the row says so) — and SCIP (global; MNW in its epigraph form).
+**NLPs** — MNW (Eisenberg–Gale, [TSFER] §3.2) and αPF-VDS (α = 1 and 3, ``algorithm=ncp``: the NCP
+(28)–(31) of [APF] on a Scholtes relaxation; SCIP there with a 120 s limit) through the two Ipopt
+routes — CasADi's bundled Ipopt 3.14 + MUMPS, and an ASL ``ipopt`` executable (not installable here:
+the registries have no genuine build, docs/solvers.md; the row says so) — and SCIP (global; MNW in its
+epigraph form).
 
 Every run reports status, LPs, solver iterations (SCIP and Pyomo's interface give none), time, the
 worst KKT residual (HiGHS and Ipopt multipliers; none from SCIP), and the difference from the
@@ -52,6 +53,8 @@ NLP_SOLVERS = ["ipopt-casadi", "ipopt-exe", "scip"]
 LICENSED = ["gurobi", "gurobi_direct", "cplex", "cplex_direct", "xpress", "xpress_direct", "mosek",
             "mosek_direct", "copt", "copt_direct", "knitro", "knitroampl", "baron"]
 TIME_LIMIT = 600.0
+# SCIP on αPF-VDS's relaxed NCP: no run certified within 600 s before; its rows say where it stopped
+SCIP_NCP_LIMIT = 120.0
 
 
 def licensed_solvers() -> pd.DataFrame:
@@ -108,8 +111,9 @@ def nlp_cases(quick: bool) -> list[tuple[str, str, dict[str, Any], Instance, lis
         out.append((f"mnw {N}×{K}", "mnw", {}, inst, NLP_SOLVERS if N <= 30 else NLP_SOLVERS[:2]))
     cluster = apf_cluster(0, 2 if quick else 5)
     for alpha in (1, 3):  # SCIP needs ~50 s for the 6-user cluster: full runs only
+        # `ncp`: the Pyomo MPEC the NLP solvers get (the default `newton` uses none of them)
         out.append((f"apf-vds α={alpha} {cluster.n_users}×{cluster.n_servers}", "apf-vds",
-                    {"alpha": alpha}, cluster, NLP_SOLVERS[:2] if quick else NLP_SOLVERS))
+                    {"alpha": alpha, "algorithm": "ncp"}, cluster, NLP_SOLVERS[:2] if quick else NLP_SOLVERS))
     return out
 
 
@@ -119,7 +123,8 @@ def run_one(inst: Instance, mech: str, params: dict[str, Any], solver: str) -> d
         return {"status": "not installed", "X": None}
     t0 = time.perf_counter()
     try:
-        r = solve(inst, mech, solver=solver, time_limit=TIME_LIMIT, **params)
+        limit = SCIP_NCP_LIMIT if (solver, mech) == ("scip", "apf-vds") else TIME_LIMIT
+        r = solve(inst, mech, solver=solver, time_limit=limit, **params)
     except Exception as exc:  # a solver that cannot take the model: report it, go on
         return {"status": f"error: {type(exc).__name__}: {str(exc)[:120]}", "X": None,
                 "wall": time.perf_counter() - t0}
