@@ -916,7 +916,7 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
         lam = None
     ub = pair_bounds(inst, x, bounds)
     if lam is None:
-        lam = game.multipliers(x, ub=ub)
+        lam = game.multipliers(x, ub=ub, retry=True)
     out: dict[str, Any] = {"ncp_residual": game.residual(x, lam, ub),
                            "ncp_residual_scaled": game.residual(x, lam, ub, scaled=True),
                            "psi": game.psi(x, lam),
@@ -975,7 +975,7 @@ def _recheck(alpha: Any, A: Any, B: Any) -> Any:
     def recheck(inst: Instance, x: np.ndarray, pooled: Solution) -> tuple[Status, str, dict[str, Any]]:
         a, A_, B_ = utility_parameters(inst, alpha, A, B)
         game = _game(inst, a, A_, B_)
-        lam = game.multipliers(x)
+        lam = game.multipliers(x, retry=True)
         details: dict[str, Any] = {"algorithm": pooled.details.get("algorithm"), "alpha": a.tolist(),
                                    "A": A_.tolist(), "B": B_.tolist(),
                                    "ncp_residual": game.residual(x, lam, pair_bounds(inst, x))}

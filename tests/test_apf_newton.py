@@ -836,3 +836,42 @@ def test_the_plain_attempts_follow_a_failed_smoothed_one_unless_it_never_neared_
     r = _apf_newton.newton(g, x0, g.multipliers(x0), 1e-8, cold=True, plain_off_path=plain_off_path)
     assert seen[0] == _apf_newton.SMOOTH0 and len(seen) == calls and r.ok == (calls == 2)
     assert r.iterations == 7 * calls
+
+
+def _decades_apart(seed: int, fam: str):
+    """``random_instance(seed, 10, 4, 3)`` of family ``fam`` with every user's demands times
+    10^U(-3, 3) (its task limit divided by the same) and every server's capacities times 10^U(-2, 2)."""
+    from fairalloc.io import instance_to_dict, parse_instance
+
+    rng = np.random.default_rng(seed)
+    d = instance_to_dict(random_instance(seed, 10, 4, 3, **FAMILIES[fam]))
+    for u in d["users"]:
+        m = 10 ** rng.uniform(-3, 3)
+        u["demand"] = {r: v * m for r, v in u["demand"].items()}
+        if "tasks" in u:
+            u["tasks"] /= m
+    for s in d["servers"]:
+        c = 10 ** rng.uniform(-2, 2)
+        s["capacity"] = {r: v * c for r, v in s["capacity"].items()}
+    return parse_instance(d)
+
+
+def test_verification_certifies_what_newton_certified_with_magnitudes_decades_apart():
+    """Found by a sweep: two users hold 6.4e-10 of their totals at a server whose conditions leave them
+    idle (Newton's certificate counts that share: 6.4e-10). The verification's multiplier fit took them
+    as served, fitted its two multipliers to their conditions too and reported a scaled residual of
+    0.18 (``nash`` failing). It now tries larger idle thresholds where a fit does not certify."""
+    inst = _decades_apart(801, "weights")
+    r = solve(inst, "apf-vds", alpha=3, verify=True)
+    assert r.status.value == "optimal"
+    nash = r.verification["nash"]
+    assert nash["holds"] and nash["ncp_residual_scaled"] <= 1e-9
+    assert nash["ncp_residual_scaled"] == pytest.approx(r.details["ncp_residual_scaled"], rel=1e-6)
+    a, A, B = utility_parameters(inst, 3.0, None, None)
+    game = _game(inst, a, A, B)
+    plain = game.residual(r.x, game.multipliers(r.x), scaled=True)
+    assert plain > 0.1  # the single-threshold fit (Newton's starts still use it)
+    m = game.marginal(r.x)
+    lam = game.multipliers(r.x, retry=True)
+    per = [game.server_residual(r.x, row, li, m) for row, li in zip(game.rows, lam)]
+    assert max(per) == pytest.approx(game.residual(r.x, lam, scaled=True), rel=1e-12, abs=1e-300)
