@@ -31,9 +31,10 @@ time-shared form) and
 bounds the Nash welfare of every allocation in χ from above (each user buys ``φ_n/κ_n`` tasks at its
 cheapest server). ``gap = D(p) − Σ φ_n log X_n ≥ 0`` with the solver's multipliers as prices is
 reported in ``details.duality_gap`` (absolute, in log-welfare units, which do not depend on units) and
-``details.relative_gap`` (over ``Σ φ``); the status is ``optimal`` only when the relative gap is at
+``details.relative_gap`` (over ``Σ φ``); the status is ``optimal`` exactly when the relative gap is at
 most :data:`GAP_TOL` in absolute value and every row of χ holds to :data:`FEAS_TOL` of its bound
-(a slightly infeasible point can show a negative gap), else ``converged`` with both in the message.
+(a slightly infeasible point can show a negative gap), whether or not Ipopt stopped at its own
+"acceptable" level, else ``converged`` with both in the message.
 
 **Polish.** At a degenerate optimum (a user indifferent between a server it uses and one it does not)
 an interior point stops a little inside the face: on valuations ``[[3,0,0],[0,4,0],[5,5,5]]`` Ipopt
@@ -279,6 +280,9 @@ def solve(inst: Instance, session: Session, form: str = "log", canonical: bool =
         x, _ = into_rows(inst, x, within=math.inf)
         details["shrunk_to_feasible"] = feas["max_relative_violation"]
         gap = duality_gap(inst, x, price)
+    if status is Status.CONVERGED and abs(gap) <= GAP_TOL * scale and feas["holds"]:
+        # Ipopt stopped at its "acceptable" level, but the dual bound certifies the point all the same
+        status, message = Status.OPTIMAL, ""
     if status.ok and not (abs(gap) <= GAP_TOL * scale and feas["holds"]):
         status = Status.CONVERGED
         message = (f"Eisenberg–Gale duality gap {gap:.3g} ({gap / scale:.3g} relative; certified at "

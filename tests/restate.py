@@ -44,3 +44,23 @@ def back(x: np.ndarray, pu: np.ndarray, ps: np.ndarray) -> np.ndarray:
     out = np.empty_like(x)
     out[np.ix_(pu, ps)] = x
     return out
+
+
+def decades_apart(seed: int, fam: str, size: tuple[int, int, int] = (10, 4, 3),
+                  rng: np.random.Generator | None = None) -> Instance:
+    """``random_instance(seed, *size)`` of family ``fam`` with every user's demands times 10^U(-3, 3)
+    (its task limit divided by the same) and every server's capacities times 10^U(-2, 2), drawn from
+    ``rng`` (default: a generator seeded with ``seed``)."""
+    from fairalloc.generate import FAMILIES, random_instance
+
+    rng = np.random.default_rng(seed) if rng is None else rng
+    d = instance_to_dict(random_instance(seed, *size, **FAMILIES[fam]))
+    for u in d["users"]:
+        m = 10 ** rng.uniform(-3, 3)
+        u["demand"] = {r: v * m for r, v in u["demand"].items()}
+        if "tasks" in u:
+            u["tasks"] /= m
+    for s in d["servers"]:
+        c = 10 ** rng.uniform(-2, 2)
+        s["capacity"] = {r: v * c for r, v in s["capacity"].items()}
+    return parse_instance(d)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from restate import decades_apart
 
 from fairalloc import solve
 from fairalloc.generate import FAMILIES, random_instance
@@ -838,30 +839,12 @@ def test_the_plain_attempts_follow_a_failed_smoothed_one_unless_it_never_neared_
     assert r.iterations == 7 * calls
 
 
-def _decades_apart(seed: int, fam: str):
-    """``random_instance(seed, 10, 4, 3)`` of family ``fam`` with every user's demands times
-    10^U(-3, 3) (its task limit divided by the same) and every server's capacities times 10^U(-2, 2)."""
-    from fairalloc.io import instance_to_dict, parse_instance
-
-    rng = np.random.default_rng(seed)
-    d = instance_to_dict(random_instance(seed, 10, 4, 3, **FAMILIES[fam]))
-    for u in d["users"]:
-        m = 10 ** rng.uniform(-3, 3)
-        u["demand"] = {r: v * m for r, v in u["demand"].items()}
-        if "tasks" in u:
-            u["tasks"] /= m
-    for s in d["servers"]:
-        c = 10 ** rng.uniform(-2, 2)
-        s["capacity"] = {r: v * c for r, v in s["capacity"].items()}
-    return parse_instance(d)
-
-
 def test_verification_certifies_what_newton_certified_with_magnitudes_decades_apart():
     """Found by a sweep: two users hold 6.4e-10 of their totals at a server whose conditions leave them
     idle (Newton's certificate counts that share: 6.4e-10). The verification's multiplier fit took them
     as served, fitted its two multipliers to their conditions too and reported a scaled residual of
     0.18 (``nash`` failing). It now tries larger idle thresholds where a fit does not certify."""
-    inst = _decades_apart(801, "weights")
+    inst = decades_apart(801, "weights")
     r = solve(inst, "apf-vds", alpha=3, verify=True)
     assert r.status.value == "optimal"
     nash = r.verification["nash"]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from restate import back, decades_apart, restated
 
 from fairalloc import solve
 from fairalloc.generate import random_instance
@@ -112,6 +113,22 @@ def test_scip_agrees_with_ipopt_and_says_whether_it_is_certified(seed, kw):
     assert (b.status.value == "optimal") == (abs(b.details["relative_gap"]) <= 1e-10)
     loose = solve(inst, "mnw", solver="scip", solver_options={"numerics/feastol": 1e-6})
     assert np.max(np.abs(a.tasks - loose.tasks)) > 1e-6 * np.max(a.tasks)  # the option reached SCIP
+
+
+def test_a_certified_point_is_optimal_whatever_ipopt_s_stopping_test_said():
+    """Found by a sweep: on this restatement the polish's Ipopt stopped at its "acceptable" level, so
+    the status stayed `converged` (no message) although the duality gap certified the point (9.9e-12),
+    and the canonical split, which runs on `optimal` results only, was skipped: the two statements'
+    splits differed by 1.27 of a user's total."""
+    rng = np.random.default_rng(802)
+    inst = decades_apart(802, "plain", (30, 8, 4), rng)
+    pu, ps = rng.permutation(inst.n_users), rng.permutation(inst.n_servers)
+    other = restated(inst, pu, ps, 10 ** rng.uniform(-4, 6, len(inst.resources)), reverse=True)
+    a, b = solve(inst, "mnw"), solve(other, "mnw")
+    assert a.status.value == b.status.value == "optimal"
+    assert abs(b.details["relative_gap"]) <= 1e-10 and b.details["canonical"]["status"] == "optimal"
+    X = a.x.sum(axis=1)
+    assert np.max(np.abs(a.x - back(b.x, pu, ps)).sum(axis=1) / X) <= 1e-6
 
 
 def feasibility_ok(examples, r):
