@@ -275,12 +275,12 @@ def merge_parallel_rows(A: sp.csr_array, row_lb: np.ndarray, row_ub: np.ndarray
     return sp.csr_array(A[idx]), lo[idx], up[idx]
 
 
-def _relative_violation(form: Any, x: np.ndarray, col_s: np.ndarray, by_bound: bool = False) -> float:
+def _relative_violations(form: Any, x: np.ndarray, col_s: np.ndarray) -> tuple[float, float]:
     """Largest violation of the model's rows and column bounds at ``x``, each relative to the row's own
     magnitude ``max(|bound|, Σ_j |a_j x_j|, Σ_j |a_j| s_j)`` (``s_j``: the column's scale; a row whose
-    bound is 0 is measured by what its columns could hold). ``by_bound``: a row with a bound is measured
-    by ``max(|bound|, Σ_j |a_j x_j|)`` only, as the verification layer measures χ's rows (what its
-    columns could hold can be far larger: a small server's capacity row of users who could run
+    bound is 0 is measured by what its columns could hold); and the same with a row that has a bound
+    measured by ``max(|bound|, Σ_j |a_j x_j|)`` only, as the verification layer measures χ's rows (what
+    its columns could hold can be far larger: a small server's capacity row of users who could run
     thousands of tasks elsewhere)."""
     act = form.A @ x
     held = np.abs(form.A) @ np.abs(x)
@@ -290,13 +290,13 @@ def _relative_violation(form: Any, x: np.ndarray, col_s: np.ndarray, by_bound: b
                           np.nan_to_num(form.row_lb - act, nan=0.0, neginf=0.0))
         bound = np.maximum(np.where(np.isfinite(form.row_ub), np.abs(form.row_ub), 0.0),
                            np.where(np.isfinite(form.row_lb), np.abs(form.row_lb), 0.0))
-        if by_bound:
-            mag = np.where(bound > 0, held, mag)
         rel = over / np.maximum(np.maximum(bound, mag), 1e-300)
+        rel_bound = over / np.maximum(np.maximum(bound, np.where(bound > 0, held, mag)), 1e-300)
         col = np.maximum(np.nan_to_num(x - form.col_ub, nan=0.0, neginf=0.0),
                          np.nan_to_num(form.col_lb - x, nan=0.0, neginf=0.0)) / np.maximum(
                              np.maximum(np.abs(x), col_s), 1e-300)
-    return float(max(rel.max(initial=0.0), col.max(initial=0.0)))
+    worst_col = col.max(initial=0.0)
+    return (float(max(rel.max(initial=0.0), worst_col)), float(max(rel_bound.max(initial=0.0), worst_col)))
 
 
 def _missed_face(form: Any, x: np.ndarray, objective_value: float | None, rel: float | None,
@@ -308,13 +308,12 @@ def _missed_face(form: Any, x: np.ndarray, objective_value: float | None, rel: f
     ``error``: seen at 1.3e-6 on a row mixing demands six decades apart) and more than ten times the
     solver's point, or the objective more than the face's slack below the optimum."""
     old = np.array([v.value if v.value is not None else 0.0 for v in form.variables], float)
-    worse, before = _relative_violation(form, x, col_s), _relative_violation(form, old, col_s)
+    (worse, worse_bound), (before, before_bound) = (_relative_violations(form, v, col_s) for v in (x, old))
     if worse > max(1e-7, 10 * before):
         return (f"the tie-break point violates a row by {worse:.2g} of its magnitude (the solver's: "
                 f"{before:.2g})")
-    against_bound = _relative_violation(form, x, col_s, by_bound=True)
-    if against_bound > FEAS_REL and against_bound > 10 * _relative_violation(form, old, col_s, by_bound=True):
-        return f"the tie-break point violates a row by {against_bound:.2g} of its bound"
+    if worse_bound > max(FEAS_REL, 10 * before_bound):
+        return f"the tie-break point violates a row by {worse_bound:.2g} of its bound"
     if objective_value is not None:
         z = float(objective_value)
         got = float(form.c @ x) + form.c0
