@@ -131,6 +131,24 @@ def test_a_certified_point_is_optimal_whatever_ipopt_s_stopping_test_said():
     assert np.max(np.abs(a.x - back(b.x, pu, ps)).sum(axis=1) / X) <= 1e-6
 
 
+
+def test_the_canonical_split_is_held_in_the_rows_it_overruns_by_the_tie_break_s_tolerance():
+    """Found by the sweep: the tie-break LP held a small server's capacity row to HiGHS's tolerance in
+    its scaled units, 2.8e-9 of the capacity, past the certificate's 1e-9, so the canonical split was
+    rejected on both statements and their solver's splits differed by 6.8e-4 of a user's total."""
+    rng = np.random.default_rng(802)
+    inst = decades_apart(802, "weights", (30, 8, 4), rng)
+    pu, ps = rng.permutation(inst.n_users), rng.permutation(inst.n_servers)
+    sc = 10 ** rng.uniform(-4, 6, len(inst.resources) + len(inst.external))
+    other = restated(inst, pu, ps, sc, reverse=True)
+    a, b = solve(inst, "mnw"), solve(other, "mnw")
+    for r in (a, b):
+        assert r.status.value == "optimal" and r.details["canonical"]["status"] == "optimal"
+        assert 0 < r.details["canonical"]["repaired"] <= 1e-6
+    assert feasibility(inst, a.x, tol=1e-9)["holds"]
+    X = a.x.sum(axis=1)
+    assert np.max(np.abs(a.x - back(b.x, pu, ps)).sum(axis=1) / X) <= 1e-8
+
 def feasibility_ok(examples, r):
     from fairalloc.io import load_instance
 
