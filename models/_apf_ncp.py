@@ -279,10 +279,15 @@ class ApfGame:
         served, bound = served[~at_bound], served[at_bound]
         if ub is not None:  # a bound of 0 (a user at its limit elsewhere): any f
             idle = idle[ub[idle, i] > served_below * X[idle]]
-        # each condition divided by its marginal; unit columns
+        # each condition divided by its marginal; a row's column scaled by its largest entry among the
+        # served users' equations (which bound λ_r·entry ≤ 1), by its least positive entry where no
+        # served user demands it (the idle user that needs the most λ_r then needs v = 1): the
+        # certifying v is of order one even where the entries span many decades
         rel = [r.demand[np.ix_(g, sat)] / term[g, i][:, None] for g in (served, idle, bound)]
-        col = np.max([np.abs(R).max(axis=0, initial=0.0) for R in rel], axis=0)
-        col = np.where(col > 0, col, 1.0)
+        top = np.abs(rel[0]).max(axis=0, initial=0.0)
+        others = np.abs(np.vstack(rel[1:]))
+        least = np.where(others > 0, others, np.inf).min(axis=0, initial=np.inf)
+        col = np.where(top > 0, top, np.where(np.isfinite(least), least, 1.0))
         Ds, Di, Db = (R / col for R in rel)
         v = np.zeros(len(sat))
         if len(served):
@@ -290,7 +295,9 @@ class ApfGame:
         fit = np.abs(Ds @ v - 1.0).max(initial=0.0)
         worst = max((1.0 - Di @ v).max(initial=0.0), (Db @ v - 1.0).max(initial=0.0))
         if worst > max(fit, 1e-12):
-            v = _minimax_multipliers(Ds, Di, Db, v)
+            # an idle user's entry above 10⁹ asks for v ≥ 10⁻⁹ at most once clipped there (a stricter
+            # condition; HiGHS refuses matrix entries above 10¹⁵)
+            v = _minimax_multipliers(Ds, np.minimum(Di, 1e9), Db, v)
         return v / col
 
     def inverse_levels(self, x: np.ndarray, r: ServerRows, sat_tol: float = 1e-6) -> np.ndarray:
@@ -312,16 +319,23 @@ def fischer_burmeister(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _minimax_multipliers(Ds: np.ndarray, Di: np.ndarray, Db: np.ndarray, start: np.ndarray) -> np.ndarray:
     """``min t`` s.t. ``|Ds v − 1| ≤ t``, ``Di v ≥ 1 − t``, ``Db v ≤ 1 + t``, ``v ≥ 0``, ``t ≥ 0`` (a small
-    dense LP over conditions already divided by their right-hand sides), plus ``10⁻⁹ Σ v``: with no
-    equations (``Ds`` empty) the least such ``v``. ``start`` where the LP fails."""
+    dense LP over conditions already divided by their right-hand sides), then the least ``Σ v`` with ``t``
+    held within 10⁻¹² of its minimum (with no equations, ``Ds`` empty, the least such ``v``). Two LPs, not
+    one objective ``t + ε Σ v``: where the conditions' coefficients span ten decades the certifying ``v``
+    is ~10¹⁰ and any fixed ``ε`` made ``v = 0, t = 1`` the cheaper answer (at α = 8, demands six
+    decades apart: a server's multipliers fitted as zero at an equilibrium certified at 6·10⁻¹⁵).
+    ``start`` where the LP fails."""
     k = Ds.shape[1]
-    c = np.r_[np.full(k, 1e-9), 1.0]
     one = [np.ones((len(R), 1)) for R in (Ds, Di, Db)]
     A = np.vstack([np.hstack([Ds, -one[0]]), np.hstack([-Ds, -one[0]]), np.hstack([-Di, -one[1]]),
                    np.hstack([Db, -one[2]])])
     b = np.concatenate([np.ones(len(Ds)), -np.ones(len(Ds)), -np.ones(len(Di)), np.ones(len(Db))])
-    res = linprog(c, A_ub=A, b_ub=b, bounds=[(0, None)] * (k + 1), method="highs")
-    return res.x[:k] if res.status == 0 else start
+    res = linprog(np.r_[np.zeros(k), 1.0], A_ub=A, b_ub=b, bounds=[(0, None)] * (k + 1), method="highs")
+    if res.status != 0:
+        return start
+    least = linprog(np.r_[np.ones(k), 0.0], A_ub=A, b_ub=b, method="highs",
+                    bounds=[(0, None)] * k + [(0, float(res.x[k]) + 1e-12)])
+    return least.x[:k] if least.status == 0 else res.x[:k]
 
 
 # ---------------------------------------------------------------------- Newton polish

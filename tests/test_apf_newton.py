@@ -22,7 +22,7 @@ from fairalloc.models.apf_vds import (
     utility_parameters,
     utility_scale,
 )
-from fairalloc.verify import feasibility
+from fairalloc.verify import feasibility, verify
 
 GAME_FAMILIES = ["plain", "placement", "weights", "time-shared"]  # the others couple servers
 
@@ -858,3 +858,18 @@ def test_verification_certifies_what_newton_certified_with_magnitudes_decades_ap
     lam = game.multipliers(r.x, retry=True)
     per = [game.server_residual(r.x, row, li, m) for row, li in zip(game.rows, lam)]
     assert max(per) == pytest.approx(game.residual(r.x, lam, scaled=True), rel=1e-12, abs=1e-300)
+
+
+@pytest.mark.parametrize("fam", ["external", "scoped"])
+def test_verification_fits_multipliers_that_span_many_decades(fam):
+    """Found by a sweep (α = 8, demands six decades apart, an external resource): Newton certified the
+    equilibrium to 1e-14, and the verification's fit returned zero multipliers at a server whose
+    certifying ones are ~1e20 in its units (its small LP's 1e-9·Σλ term outweighed the residual, and
+    the rows were measured against the largest entry, 1e10–1e27 times the one that binds)."""
+    rng = np.random.default_rng(802)
+    inst = decades_apart(802, fam, (30, 8, 4), rng)
+    r = solve(inst, "apf-vds", alpha=8, gains=False)
+    assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-8
+    nash = verify(inst, r, items=("nash",)).items["nash"]
+    assert nash["holds"] and nash["ncp_residual_scaled"] <= 1e-10
+
