@@ -308,7 +308,8 @@ def _coupled(seed, fam, kind, N=6, K=3):
     base = _inst(seed, fam, N=N, K=K).replace(tasks=np.full(N, np.inf))
     # to nine digits: the instance must not move with the solver's last bits (the budgets of
     # _coupled(1100, "plain", "budget") moved by 1.1e-12 when the α = 1 split's totals did, and the
-    # mixed-α continuation then stalled at t = 0.708: a finding, docs/mechanisms/apf-vds.md)
+    # mixed-α continuation then stalled at t = 0.708: docs/mechanisms/apf-vds.md, "A mix that newton
+    # does not certify")
     free = np.array([float(f"{v:.9g}") for v in solve(base, "apf-vds", alpha=1, gains=False).tasks])
     rng = np.random.default_rng(seed)
     lim = np.where(rng.random(N) < 0.5, free * rng.uniform(0.4, 1.1, N), np.inf)
