@@ -143,6 +143,7 @@ def solve(instance: Instance | str | os.PathLike[str], mechanism: str, *, solver
         message=sol.message, parameters=values,
         solver={"name": st.solver or "none", "solves": st.solves, "iterations": st.iterations,
                 "seconds": round(st.solve_seconds, 6), "max_kkt_residual": st.max_kkt,
+                "max_kkt_relative": st.max_kkt_relative,
                 "versions": versions(nlp="ipopt" in (st.solver or ""))},
         timings={"load": t_load, "build": max(0.0, t_mech - st.solve_seconds - st.load_seconds
                                               - st.build_seconds),

@@ -255,6 +255,8 @@ def solve_partitioned(inst: Instance, mechanism: str, k: int, *, seed: int = 0, 
               "seconds": sum(float(r.solver.get("seconds") or 0.0) for r in results),
               "max_kkt_residual": max((r.solver.get("max_kkt_residual") or 0.0 for r in results),
                                       default=None),
+              "max_kkt_relative": max((r.solver.get("max_kkt_relative") or 0.0 for r in results),
+                                      default=None),
               "versions": first.solver.get("versions")}
     details = {"partition": {
         "k": k, "seed": seed, "workers": workers, "scheduler": scheduler,

@@ -11,7 +11,9 @@ Sign convention (the one HiGHS, Pyomo's ``dual`` suffix and ASL use): a multipli
     dual feasibility  σ·y ≥ 0 on rows at their lower bound,  σ·y ≤ 0 at their upper bound  (same for z)
     complementarity   (σy)⁺·(g(x) − l) = 0,  (σy)⁻·(u − g(x)) = 0                           (same for z)
 
-Residuals are absolute (max-norms); ``scale`` reports ``max(1, ‖∇f‖∞, ‖y‖∞)`` for context.
+Residuals are absolute (max-norms); ``scale`` is ``max(1, ‖∇f‖∞, ‖y‖∞)`` and ``relative`` the largest of
+them over ``scale`` (the normalisation of Ipopt's own stopping test: an interior point's
+complementarity ends near its barrier parameter times the multipliers' size).
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ def kkt_residuals(grad: np.ndarray, J: Any, g: np.ndarray, row_lb: np.ndarray, r
     scale = max(1.0, float(np.abs(grad).max(initial=0.0)), float(np.abs(y).max(initial=0.0)))
     return {"primal_infeasibility": primal, "dual_infeasibility": dual,
             "complementarity": compl, "stationarity": stationarity, "scale": scale,
-            "max": max(primal, dual, compl, stationarity)}
+            "max": max(primal, dual, compl, stationarity),
+            "relative": max(primal, dual, compl, stationarity) / scale}
 
 
 def model_arrays(model: Any) -> dict[str, Any]:

@@ -47,6 +47,7 @@ class SolverStats:
     solve_seconds: float = 0.0
     load_seconds: float = 0.0
     max_kkt: float | None = None
+    max_kkt_relative: float | None = None  # each solve's worst residual over its own scale (solvers.kkt)
     last: SolveOutcome | None = None
 
     def add(self, out: SolveOutcome) -> None:
@@ -60,6 +61,8 @@ class SolverStats:
         self.load_seconds += out.load_seconds
         if out.kkt is not None:
             self.max_kkt = max(self.max_kkt or 0.0, out.kkt["max"])
+            if "relative" in out.kkt:
+                self.max_kkt_relative = max(self.max_kkt_relative or 0.0, out.kkt["relative"])
         self.last = out
 
     def to_dict(self) -> dict[str, Any]:

@@ -149,6 +149,21 @@ def test_the_canonical_split_is_held_in_the_rows_it_overruns_by_the_tie_break_s_
     X = a.x.sum(axis=1)
     assert np.max(np.abs(a.x - back(b.x, pu, ps)).sum(axis=1) / X) <= 1e-8
 
+
+def test_kkt_item_judges_each_solve_against_its_own_scale():
+    """Found by the sweep: the first Ipopt solve's complementarity ended at 2.3e-4 with multipliers of
+    1.6e4 (Ipopt's stopping test is relative to them); against the data's scale, 158, the `kkt` item
+    failed on a result the duality gap certified. Each solve's residual over its own scale holds."""
+    from fairalloc.verify import verify
+
+    inst = decades_apart(802, "mixed", (30, 8, 4), np.random.default_rng(802))
+    r = solve(inst, "mnw")
+    assert r.status.value == "optimal"
+    item = verify(inst, r, items=("kkt",)).items["kkt"]
+    assert item["max_residual"] > 1e-6 * item["scale"]  # the data's scale alone would fail it
+    assert item["max_relative"] <= 1e-6 and item["holds"]
+    assert r.solver["max_kkt_relative"] == item["max_relative"]
+
 def feasibility_ok(examples, r):
     from fairalloc.io import load_instance
 
