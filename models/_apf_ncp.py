@@ -89,7 +89,8 @@ class ApfGame:
         one = np.isclose(a, 1.0)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # z = 0: the limits, no warning
             power = np.where(one, A * np.log(z), A**a * z ** (1 - a) / np.where(one, 1.0, 1 - a))
-            return power + self.B[None, :] * np.log(z)
+            # B = 0 adds nothing, also at z = 0 (0·log 0 would be NaN and hide the power's limit)
+            return power + np.where(self.B[None, :] == 0, 0.0, self.B[None, :] * np.log(z))
 
     def utility(self, x: np.ndarray) -> np.ndarray:
         """``U_i(x) = Σ_{n∈N_i} φ_n g_i(s̃_{n,i})`` for every server ((12))."""

@@ -896,3 +896,15 @@ def test_a_canonical_vertex_that_certifies_is_the_answer():
         assert r.details["canonical"]["vertex_residual"] == r.details["ncp_residual_scaled"]
     X = a.x.sum(axis=1)
     assert np.max(np.abs(a.x - back(b.x, pu, ps)).sum(axis=1) / X) <= 1e-8
+
+
+def test_g_at_zero_is_the_limit_of_the_utility():
+    """``g_i(0)`` is ``lim_{z→0} g_i(z)``: 0 for α < 1 and -inf for α ≥ 1 when ``B = 0`` (``0·log 0``
+    had made it NaN), -inf wherever ``B > 0``."""
+    inst = random_instance(1, 4, 2, 2)
+    z = np.array([[0.0, 0.0], [1.0, 2.0]])
+    for alpha, at_zero in ((0.5, 0.0), (1.0, -np.inf), (3.0, -np.inf)):
+        a, A, B = utility_parameters(inst, alpha, None, None)
+        assert np.array_equal(_game(inst, a, A, B).g(z)[0], [at_zero, at_zero])
+        a, A, B = utility_parameters(inst, alpha, None, 0.5)
+        assert np.array_equal(_game(inst, a, A, B).g(z)[0], [-np.inf, -np.inf])
