@@ -50,17 +50,23 @@ def decades_apart(seed: int, fam: str, size: tuple[int, int, int] = (10, 4, 3),
                   rng: np.random.Generator | None = None) -> Instance:
     """``random_instance(seed, *size)`` of family ``fam`` with every user's demands times 10^U(-3, 3)
     (its task limit divided by the same) and every server's capacities times 10^U(-2, 2), drawn from
-    ``rng`` (default: a generator seeded with ``seed``)."""
+    ``rng`` (default: a generator seeded with ``seed``); in the time-shared form every user's rates
+    times 10^U(-3, 3)."""
     from fairalloc.generate import FAMILIES, random_instance
 
     rng = np.random.default_rng(seed) if rng is None else rng
     d = instance_to_dict(random_instance(seed, *size, **FAMILIES[fam]))
     for u in d["users"]:
         m = 10 ** rng.uniform(-3, 3)
-        u["demand"] = {r: v * m for r, v in u["demand"].items()}
-        if "tasks" in u:
-            u["tasks"] /= m
+        if "demand" in u:
+            u["demand"] = {r: v * m for r, v in u["demand"].items()}
+            if "tasks" in u:
+                u["tasks"] /= m
     for s in d["servers"]:
         c = 10 ** rng.uniform(-2, 2)
-        s["capacity"] = {r: v * c for r, v in s["capacity"].items()}
+        if "capacity" in s:
+            s["capacity"] = {r: v * c for r, v in s["capacity"].items()}
+    for u, rates in d.get("rates", {}).items():
+        m = 10 ** rng.uniform(-3, 3)
+        d["rates"][u] = {s: v * m for s, v in rates.items()}
     return parse_instance(d)
