@@ -131,7 +131,6 @@ def test_a_certified_point_is_optimal_whatever_ipopt_s_stopping_test_said():
     assert np.max(np.abs(a.x - back(b.x, pu, ps)).sum(axis=1) / X) <= 1e-6
 
 
-
 def test_the_canonical_split_is_held_in_the_rows_it_overruns_by_the_tie_break_s_tolerance():
     """Found by the sweep: the tie-break LP held a small server's capacity row to HiGHS's tolerance in
     its scaled units, 2.8e-9 of the capacity, past the certificate's 1e-9, so the canonical split was
@@ -163,6 +162,7 @@ def test_kkt_item_judges_each_solve_against_its_own_scale():
     assert item["max_residual"] > 1e-6 * item["scale"]  # the data's scale alone would fail it
     assert item["max_relative"] <= 1e-6 and item["holds"]
     assert r.solver["max_kkt_relative"] == item["max_relative"]
+
 
 def feasibility_ok(examples, r):
     from fairalloc.io import load_instance
