@@ -635,7 +635,7 @@ def _coordinate_sweep(lam: np.ndarray, rows: np.ndarray, grad: Callable[[np.ndar
         for _ in range(100):  # until ∂_r is 10⁻³ of where it started, or the bracket is at round-off
             if hi - lo <= 1e-13 * hi:
                 break
-            mid = math.sqrt(lo * hi) if lo > 0 else 0.5 * hi
+            mid = math.sqrt(lo) * math.sqrt(hi) if lo > 0 else 0.5 * hi  # (lo·hi overflows above ~1e154)
             gm = g(mid)
             best = min(best, (abs(gm), mid))
             if abs(gm) <= 1e-3 * abs(g0):
