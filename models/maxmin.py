@@ -388,9 +388,13 @@ def canonical_split(inst: Instance, session: Session, x: np.ndarray, shrinks: tu
     per set of totals, for a mechanism whose optimum is unique in the totals only (MNW: the objective
     reads ``X``). The rule and the scale are the leximin face's (:func:`pinned_scale`), and so are the
     shrinks of the totals where the face with the solver's totals is empty by its tolerance
-    (``shrinks``, :data:`SHRINKS` by default). ``options``: HiGHS options of the tie-break LP. Returns
+    (``shrinks``, :data:`SHRINKS` by default). ``options``: HiGHS options of the tie-break LP. The LP
+    holds a row to its tolerance in its scaled units (2.8e-9 of a small server's capacity, with demands
+    six decades apart), so ``y``'s entries on a row it overruns by at most 1e-6 are lowered into it
+    (:func:`~fairalloc.verify.feasibility.into_rows`; the amount in ``info["repaired"]``). Returns
     ``(y, info)``; ``y`` is ``None`` where every tie-break LP failed."""
     from fairalloc.models.feasible import allocation, allocation_scale
+    from fairalloc.verify.feasibility import into_rows
 
     X = np.maximum(np.asarray(x, float), 0.0).sum(axis=1)
     m = pyo.ConcreteModel(name=f"canonical-split[{inst.name}]")
@@ -409,7 +413,10 @@ def canonical_split(inst: Instance, session: Session, x: np.ndarray, shrinks: tu
     out, shrink = tiebreak_shrinking(session, m, scale, pin, shrinks, options)
     info = {"rule": RULE + ", every user at its total", "status": out.status.value,
             "seconds": out.solve_seconds, "shrink": shrink}
-    return (allocation(m.chi, inst) if out.ok else None), info
+    if not out.ok:
+        return None, info
+    y, info["repaired"] = into_rows(inst, allocation(m.chi, inst))
+    return y, info
 
 
 def tiebreak_shrinking(session: Session, m: pyo.ConcreteModel, scale: Any, pin: Any,

@@ -310,7 +310,6 @@ def _canonical(inst: Instance, session: Session, x: np.ndarray, price: dict[str,
                               options={"primal_feasibility_tolerance": 1e-10})
     if y is None:
         return x, info, gap
-    y, info["repaired"] = into_rows(inst, y)  # rows the tie-break LP held only to its tolerance
     gap_y = duality_gap(inst, y, price)
     feas = feasibility(inst, y, tol=FEAS_TOL)
     if not (abs(gap_y) <= GAP_TOL * scale and feas["holds"]):

@@ -76,10 +76,10 @@ def kkt_residuals(grad: np.ndarray, J: Any, g: np.ndarray, row_lb: np.ndarray, r
     dual_c, compl_c = _violations(zs, x, col_lb, col_ub)
     dual, compl = max(dual_r, dual_c), max(compl_r, compl_c)
     scale = max(1.0, float(np.abs(grad).max(initial=0.0)), float(np.abs(y).max(initial=0.0)))
+    worst = max(primal, dual, compl, stationarity)
     return {"primal_infeasibility": primal, "dual_infeasibility": dual,
             "complementarity": compl, "stationarity": stationarity, "scale": scale,
-            "max": max(primal, dual, compl, stationarity),
-            "relative": max(primal, dual, compl, stationarity) / scale}
+            "max": worst, "relative": worst / scale}
 
 
 def model_arrays(model: Any) -> dict[str, Any]:
