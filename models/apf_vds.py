@@ -1481,31 +1481,81 @@ def _canonical_split(game: ApfGame, res: Any, tol: float, session: Session) -> t
     to its scale) at least as full and no row over its capacity (coupling rows alike) is the same
     equilibrium — and Newton's split is the one its regularised steps reached, which can change with
     the order of users and servers (docs/mechanisms/apf-vds.md: 17 of 40 mixed cases). The
-    canonical vertex of these splits (:func:`~fairalloc.solvers.canonical.canonical_point`:
-    ``max Σ h[n,i]·x[n,i]/X_n``, ``h`` a hash of the names) is taken instead: as it is where it certifies
-    and no server is leximin (Newton's steps from a certified vertex had moved the split by 2.8e-5,
-    and two statements of one instance ended 8e-5 of a user's total apart), else Newton runs from it
-    with the same multipliers (the LP's rows hold to HiGHS's tolerance, the certificate asks for
-    ``tol``). Kept only where that certifies; ``(result, info)``."""
+    canonical vertex of these splits (:func:`_split_vertex`) is taken instead: as it is where it
+    certifies and no server is leximin (Newton's steps from a certified vertex had moved the split by
+    2.8e-5, and two statements of one instance ended 8e-5 of a user's total apart), else Newton runs
+    from it with the same multipliers (the LP's rows hold to HiGHS's tolerance, the certificate asks for
+    ``tol``). Kept only where that certifies; ``(result, info)``.
+
+    The multipliers are first taken with those of rows that are not priced (within ``tol`` of 0 on the
+    certificate's scale) and that the point leaves slack (by more than ``tol`` of the capacity) set to
+    0, with every α finite; where that vertex does not certify, as they are. Such a multiplier was
+    2.8e-12 on a task-limit row 32 % slack (60 × 12 limits, α = 3, decades apart): it priced one pair
+    2.5e-8 above its marginal in one statement of the instance, whose split LP then left out a pair the
+    other statement's used, and it put that vertex's certificate just past ``tol`` (μ over a scale that
+    reads the split), so Newton moved it; the two splits ended 6.4e-4 of a user's total apart. Zeroed,
+    they agree to 4e-10. Not zeroed only: on 30 × 8 external, α = 8 (decades apart), one such
+    multiplier was what kept a user with a marginal per unit at most 10⁻⁸ of the others' off a slack
+    row (that vertex gave the user 4e-11 of its total there, residual 1.0), and the vertex with the
+    multipliers as they are certified."""
+    from fairalloc.models._apf_newton import _Arrays
+
+    arr = _Arrays(game)
+    xp, lv = arr.pack(res.x, res.lam, res.mu)
+    _, sl, m, _ = arr.f(xp, lv)
+    # rows priced (a multiplier within tol of 0 on the certificate's scale may go slack)
+    active = lv / arr.certificate_scale(xp, m) > tol
+    info: dict[str, Any] = {"rule": "canonical vertex of the splits with these totals and multipliers"}
+    noise = ~active & (lv > 0) & (sl / arr.cap_scale > tol) & (game.leximin is None)
+    tries = [lv]
+    if noise.any():
+        tries.insert(0, np.where(noise, 0.0, lv))
+        info["slack_multipliers_zeroed"] = int(noise.sum())
+    for k, lt in enumerate(tries):
+        y, status = _split_vertex(game, arr, xp, lt, active, tol, session)
+        info["status"] = status
+        if y is None:
+            if k + 1 < len(tries):
+                continue
+            return res, info
+        _, lam, mu = arr.unpack(xp, lt)
+        at_vertex = scaled_residual(game, y, lam, mu, arrays=arr)
+        info["vertex_residual"] = at_vertex
+        if at_vertex <= tol and game.leximin is None:  # it certifies: Newton's steps would move it off
+            info["newton_iterations"] = 0
+            if k + 1 < len(tries):
+                info["multipliers"] = "slack rows' zeroed"
+            return replace(res, x=y, lam=lam, mu=mu, residual=at_vertex), info
+        if k + 1 < len(tries):
+            info["zeroed_vertex_residual"] = at_vertex
+    again = newton(game, y, lam, tol, mu=mu, arrays=arr, expired=session.expired)
+    info["newton_iterations"] = again.iterations
+    if not again.ok:
+        info["status"] = f"rejected (newton from it: {again.message})"
+        return res, info
+    return again, info
+
+
+def _split_vertex(game: ApfGame, arr: Any, xp: np.ndarray, lv: np.ndarray, active: np.ndarray, tol: float,
+                  session: Session) -> tuple[np.ndarray | None, str]:
+    """The canonical vertex (:func:`~fairalloc.solvers.canonical.canonical_point`:
+    ``max Σ h[n,i]·x[n,i]/X_n``, ``h`` a hash of the names) of the splits of the packed point ``xp``'s
+    totals that use only pairs with ``f/m ≤ tol`` under the packed multipliers ``lv``, keep the
+    ``active`` rows at least as full and no row over its capacity: ``(x, status)``, ``x`` ``None``
+    where the LP ends otherwise than optimal. One HiGHS LP through Pyomo, built in bulk
+    (:mod:`fairalloc.solvers.linear`: rows as arrays; at 1000 × 250, α = 1, every one of the 250 000
+    pairs is allowed)."""
     import pyomo.environ as pyo
 
-    from fairalloc.models._apf_newton import _Arrays
     from fairalloc.models.feasible import name_hashes
     from fairalloc.solvers.canonical import ColumnScale, canonical_point
     from fairalloc.solvers.linear import VarFamily, array_sum
 
     inst = game.inst
-    arr = _Arrays(game)
-    xp, lv = arr.pack(res.x, res.lam, res.mu)
     f, sl, m, _ = arr.f(xp, lv)
     X = arr.totals(xp)
     allowed = np.flatnonzero(f / m <= tol)
-    # rows priced (a multiplier within tol of 0 on the certificate's scale may go slack)
-    active = lv / arr.certificate_scale(xp, m) > tol
     usage = arr.cap - sl
-    info: dict[str, Any] = {"rule": "canonical vertex of the splits with these totals and multipliers"}
-    # the LP in bulk (fairalloc.solvers.linear: rows as arrays; at 1000 x 250, α = 1, every one of the
-    # 250 000 pairs is allowed)
     mod = pyo.ConcreteModel(name=f"apf-vds-split[{inst.name}]")
     mod.x = pyo.Var(range(len(allowed)), bounds=(0, None))
     fam = VarFamily(list(mod.x.values()))
@@ -1529,25 +1579,12 @@ def _canonical_split(game: ApfGame, res: Any, tol: float, session: Session) -> t
     mod.rows = pyo.Constraint(rows, rule=row)
     mod.objective = pyo.Objective(expr=0.0)
     h = name_hashes(inst.users, inst.servers, np.c_[owner, arr.pi[allowed]])
-    scale = ColumnScale(fam.variables, X[owner], h)
-    out = canonical_point(mod, scale, time_limit=session.remaining())
-    info["status"] = out.status.value
+    out = canonical_point(mod, ColumnScale(fam.variables, X[owner], h), time_limit=session.remaining())
     if not out.ok:
-        return res, info
+        return None, out.status.value
     yp = np.zeros_like(xp)
     yp[allowed] = np.maximum(0.0, [v.value or 0.0 for v in fam.variables])
-    y, _, _ = arr.unpack(yp, lv)
-    at_vertex = scaled_residual(game, y, res.lam, res.mu, arrays=arr)
-    info["vertex_residual"] = at_vertex
-    if at_vertex <= tol and game.leximin is None:  # it certifies: Newton's steps would move it off
-        info["newton_iterations"] = 0
-        return replace(res, x=y, residual=at_vertex), info
-    again = newton(game, y, res.lam, tol, mu=res.mu, arrays=arr, expired=session.expired)
-    info["newton_iterations"] = again.iterations
-    if not again.ok:
-        info["status"] = f"rejected (newton from it: {again.message})"
-        return res, info
-    return again, info
+    return arr.unpack(yp, lv)[0], out.status.value
 
 
 def _proportional_start(inst: Instance, g0: ApfGame, x0: np.ndarray, tol: float, cap: int, session: Session,
