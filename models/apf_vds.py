@@ -615,11 +615,15 @@ def _coordinate_sweep(lam: np.ndarray, rows: np.ndarray, grad: Callable[[np.ndar
             lo, hi = lam[r], (2.0 * lam[r] if lam[r] > 0 else scale[r])
             if not hi > 0:
                 continue
+            bracketed = False
             for _ in range(200):
                 if g(hi) >= 0:
+                    bracketed = True
+                    break
+                if hi > 1e300:  # doubling again would overflow (seen at α = 8, decades apart)
                     break
                 lo, hi = hi, 2.0 * hi
-            else:
+            if not bracketed:
                 lam[r] = hi
                 continue
         else:  # room left at a positive price: it falls
@@ -687,7 +691,8 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
         return None  # a user that needs none of the server's rows: its best response is unbounded
 
     def primal(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        p = d @ lam
+        with np.errstate(over="ignore", invalid="ignore"):  # a trial price past 1e308 (dual: inf)
+            p = d @ lam
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
             want = np.where(p > 0, phig * u.inverse(np.where(p > 0, gam * p, 1.0)) - o, np.inf)
         col = np.clip(want, 0.0, cap)
@@ -695,7 +700,7 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
 
     def dual(lam: np.ndarray) -> float:
         col, p, _ = primal(lam)
-        if not np.isfinite(col).all():
+        if not (np.isfinite(col).all() and np.isfinite(p).all()):
             return np.inf
         with np.errstate(divide="ignore"):
             return float(np.sum(phi * u.g((o + col) / phig)) - p @ col + lam @ c)

@@ -464,3 +464,17 @@ def test_best_response_sweeps_by_numpy_and_by_ipopt_agree(monkeypatch):
         np.testing.assert_allclose(fast.tasks, slow.tasks, rtol=1e-6)
         if alpha == 1.0:
             np.testing.assert_allclose(fast.tasks, solve(inst, "mnw").tasks, rtol=1e-7)
+
+
+def test_the_coordinate_sweep_stops_doubling_a_price_before_it_overflows():
+    """A row over-full at every price (a best response's trial point at α = 8 with demands six decades
+    apart): the price is doubled towards a bracket, and past 1e300 it stops there, finite, instead of
+    overflowing with a RuntimeWarning on stderr."""
+    import warnings
+
+    from fairalloc.models.apf_vds import _coordinate_sweep
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lam = _coordinate_sweep(np.array([1e290, 2.0]), np.array([0]), lambda v: -np.ones(2), np.ones(2))
+    assert 1e300 < lam[0] < np.inf and lam[1] == 2.0
