@@ -773,7 +773,8 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
             Hs = s[:, None] * Hf * s[None, :]
             Hs[np.diag_indices_from(Hs)] += 1e-12
             try:
-                step[F] = s * np.linalg.solve(Hs, -s * grad[F])
+                with np.errstate(over="ignore", invalid="ignore"):  # an inf step is not newton_ok below
+                    step[F] = s * np.linalg.solve(Hs, -s * grad[F])
             except np.linalg.LinAlgError:
                 pass
         step[~F] = 0.0
