@@ -121,10 +121,12 @@ from fairalloc.models._perserver import (
     deviation_from_psdsf,
     expose_all_pairs,
     normalized,
+    on_grid,
     require_per_server,
     rows_at,
     server_rows,
     set_room,
+    solve_in_name_order,
     with_room,
 )
 from fairalloc.models._pools import pooled_utility, solve_on_pools
@@ -889,7 +891,8 @@ def pair_bounds(inst: Instance, x: np.ndarray, bounds: np.ndarray | None = None)
 
 def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = None, B: Any = None,
                     lam: list[np.ndarray] | None = None, session: Session | None = None,
-                    gains: bool = True, bounds: np.ndarray | None = None) -> dict[str, Any]:
+                    gains: bool = True, bounds: np.ndarray | None = None,
+                    witness: dict[str, float] | None = None) -> dict[str, Any]:
     r"""The Nash-equilibrium conditions of αPF-VDS at ``x`` (docs/verification.md):
 
     - ``ncp_residual``: ``max |min(z, F(z))|`` over (28)–(29), with the multipliers ``lam`` if given, else
@@ -913,6 +916,12 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
     An external resource is a row of every server in its scope, with the capacity the others leave
     (:func:`~fairalloc.models._perserver.rows_at`): each server's own KKT conditions in the generalised
     game (``lam`` then lists those rows' multipliers after the server's own, or is recomputed).
+
+    ``witness``: multipliers keyed ``"server,row"`` (a result's ``details.multipliers``), used instead of
+    the fit where they certify ``x`` with a smaller scaled residual. The fit looks only at rows within
+    1e-6 of full; at α = 8 with demands six decades apart Newton's certificate held (1e-11) with a
+    multiplier, negligible on its row's scale, that keeps a user of tiny marginal per unit off a row
+    with room, and the fit then reported 1.0 while every server's best-response gain was 0.
     """
     require_per_server(inst, "apf-vds", allow_limits=True, allow_external=True)
     a, A_, B_ = utility_parameters(inst, alpha, A, B)
@@ -924,6 +933,12 @@ def nash_conditions(inst: Instance, x: np.ndarray, alpha: Any = 1.0, A: Any = No
     ub = pair_bounds(inst, x, bounds)
     if lam is None:
         lam = game.multipliers(x, ub=ub, retry=True)
+        if witness:  # a result's own multipliers ("server,row"), where they certify x better than the fit
+            given = [np.array([witness.get(f"{inst.servers[r.server]},{name}", np.nan) for name in r.names],
+                              float) for r in game.rows]
+            if all(np.isfinite(li).all() and (li >= 0).all() for li in given) and (
+                    game.residual(x, given, ub, scaled=True) < game.residual(x, lam, ub, scaled=True)):
+                lam = given
     out: dict[str, Any] = {"ncp_residual": game.residual(x, lam, ub),
                            "ncp_residual_scaled": game.residual(x, lam, ub, scaled=True),
                            "psi": game.psi(x, lam),
@@ -1008,6 +1023,10 @@ def _ncp_setup_seconds(inst: Instance) -> float:
     return NCP_SETUP_SECONDS_PER_PAIR * int(inst.runnable.sum())
 
 
+# the significant bits of the numbers Newton's path runs on (_solve_newton): 36 moves each by at most
+# 1.5e-11 of itself. On 36 small instances (6 × 3, four families, α = 0.5, 2, 3) the largest certificate
+# on the input was 4.6e-11 with it, 1.1e-9 with 32 bits (PS-DSF's grid), 2.9e-12 unrounded (52)
+GRID_BITS = 36
 POLISH_FROM_TAU = 1e-4  # the Scholtes loop hands its relaxed points to the polish from this τ on
 DIRECT_FIRST = True  # Newton at the target from the sharing-incentive point before the continuation
 DEFAULT_ITER = {"best-response": 500, "ps-mfa": 5_000, "distributed": 100_000, "newton": 150}
@@ -1032,17 +1051,39 @@ def solve(inst: Instance, session: Session, alpha: Any = 1.0, A: Any = 1.0, B: A
     :mod:`~fairalloc.models._pools`). Solved in normalised units
     (:func:`~fairalloc.models._perserver.normalized`: each resource in its largest capacity, each user's
     task in its best ``γ``), the same game with every number near 1; the allocation and the multipliers
-    are mapped back. A ``customize`` hook sees the instance's own units.
+    are mapped back. A ``customize`` hook sees the instance's own units. One answer per input: users,
+    servers and resources in name order, and Newton's path on the normalised numbers rounded to
+    ``GRID_BITS`` significant bits (:func:`_solve_newton`; the canonical split and the certificate on
+    the input's own numbers).
 
     Every ``α_i = inf`` with ``newton`` or ``ncp``: the game is PS-DSF ([APF] Thm 2), solved by mechanism
     ``ps-dsf`` with its ``fast`` algorithm (:func:`_as_psdsf`)."""
     if algorithm in ("newton", "ncp") and np.isinf(utility_parameters(inst, alpha, A, B)[0]).all():
         return _as_psdsf(inst, session, algorithm, pool)
+    # one answer per input: solved with users, servers and resources in name order. Where the equilibrium
+    # is not unique (external resources at α = 8: distinct certified equilibria) which one Newton's
+    # continuation reaches depends on the order it is given; in name order, two statements of 30 × 8 and
+    # 100 × 16 instances whose totals had ended 0.2–0.4 % apart agree to 10⁻¹⁴
+    a, A_, B_ = utility_parameters(inst, alpha, A, B)
+    orders = None if session.customize is not None else inst.name_order()
+    if orders is not None:
+        servers = orders[1]
+
+        def in_file_order(_inst: Instance, _x: np.ndarray, sol: Solution
+                          ) -> tuple[Status, str, dict[str, Any]]:
+            # the game is the same with its rows and columns permuted: the certificate holds as computed;
+            # the per-server parameters are listed in the file's order again
+            return sol.status, sol.message, {"alpha": a.tolist(), "A": A_.tolist(), "B": B_.tolist()}
+
+        ordered = solve_in_name_order(inst, session, solve, in_file_order, alpha=a[servers].tolist(),
+                                      A=A_[servers].tolist(), B=B_[servers].tolist(), algorithm=algorithm,
+                                      tol=tol, max_iter=max_iter, epsilon=epsilon, kappa=kappa,
+                                      polish=polish, gains=gains, pool=pool)
+        if ordered is not None:
+            return ordered
     # pooled only without task limits, budgets and external resources (the even split's certificate
     # with the shared multipliers of the variational equilibrium is not written yet)
     if pool and session.customize is None and not _coupled(inst):
-        a, A_, B_ = utility_parameters(inst, alpha, A, B)
-
         def pooled_params(groups: list[list[int]]) -> dict[str, Any]:
             pa, pA, pB = pooled_utility(groups, a, A_, B_)
             return {"alpha": pa.tolist(), "A": pA.tolist(), "B": pB.tolist()}
@@ -1384,6 +1425,11 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     games: dict[float, tuple[ApfGame, np.ndarray]] = {}
 
     finite = np.isfinite(a)
+    exact = inst
+    # the path runs on the instance rounded to 32 significant bits (on_grid; ``inst`` is normalised by the
+    # caller), so that two statements of one input in other units take the same path to the same
+    # equilibrium where there are several; the canonical split and the certificate are the input's own
+    inst = on_grid(inst, GRID_BITS)
 
     def params(t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return np.where(finite, a**t, np.inf), 1.0 + t * (A - 1.0), t * B
@@ -1391,9 +1437,14 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     def make(t: float) -> ApfGame:
         if t not in games:
             at, At, Bt = params(t)
-            c = scale if t == 1.0 else utility_scale(inst, at, At, Bt)
+            c = utility_scale(inst, at, At, Bt)
             games[t] = (_game(inst, at, *_scaled(at, At, Bt, c), c, leximin=True), c)
         return games[t][0]
+
+    def to_exact(lam: list[np.ndarray]) -> list[np.ndarray]:
+        """Multipliers of the path's target game in the input's utility scale (``scale``)."""
+        c1 = (make(1.0), games[1.0][1])[1]
+        return [li * scale[r.server] / c1[r.server] for li, r in zip(lam, games[1.0][0].rows)]
 
     def rescale(t0: float, t1: float, lam: list[np.ndarray]) -> list[np.ndarray]:
         c0, c1 = games[t0][1], (make(t1), games[t1][1])[1]
@@ -1455,11 +1506,30 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
             "residual": res.residual, "t_reached": reached, "seconds": time.perf_counter() - start}
     details["newton"] = info
     details["iterations"] = info["iterations"]
+    target = _game(exact, a, *_scaled(a, A, B, scale), scale, leximin=True)
     if res.ok:
-        res, details["canonical"] = _canonical_split(make(1.0), res, tol, session)
-        return res.x, res.lam, res.mu, Status.OPTIMAL, ""
-    t_at = 1.0 if res is direct else reached or 0.0  # the direct attempt's point is the target game's
-    lam = res.lam if target_is_start or t_at == 1.0 else rescale(t_at, 1.0, res.lam)
+        res = replace(res, lam=to_exact(res.lam))
+        # the input's own equilibrium next to the path's (its numbers are 1.5e-11 away): a few Newton steps
+        # on the input's game towards 1e-13, kept where they bring the residual down (none off the grid)
+        if GRID_BITS < 53:
+            before = scaled_residual(target, res.x, res.lam, res.mu)
+            near = newton(target, res.x, res.lam, min(tol, 1e-13), max_iter=8, mu=res.mu,
+                          expired=session.expired)
+            details["newton"]["on_input"] = {"residual_before": before, "residual": near.residual,
+                                             "iterations": near.iterations}
+            if near.residual < before:
+                res = replace(near, ok=near.residual <= tol)
+        res, details["canonical"] = _canonical_split(target, res, tol, session)
+        at_input = scaled_residual(target, res.x, res.lam, res.mu)
+        if not at_input <= tol:  # the split kept the path's point: Newton on the input's game from it
+            details["canonical"]["input_residual"] = at_input
+            res = newton(target, res.x, res.lam, tol, mu=res.mu, expired=session.expired)
+        if res.ok:
+            return res.x, res.lam, res.mu, Status.OPTIMAL, ""
+        lam = res.lam  # (the input's game)
+    else:
+        t_at = 1.0 if res is direct else reached or 0.0  # the direct attempt's point is the target game's
+        lam = to_exact(res.lam if target_is_start or t_at == 1.0 else rescale(t_at, 1.0, res.lam))
     if session.expired():
         # the last certified point of the path (t = t_reached; its residual for the target game is
         # details.ncp_residual_scaled), never called converged

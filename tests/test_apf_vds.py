@@ -478,3 +478,18 @@ def test_the_coordinate_sweep_stops_doubling_a_price_before_it_overflows():
         warnings.simplefilter("error")
         lam = _coordinate_sweep(np.array([1e290, 2.0]), np.array([0]), lambda v: -np.ones(2), np.ones(2))
     assert 1e300 < lam[0] < np.inf and lam[1] == 2.0
+
+
+def test_nash_conditions_take_the_result_multipliers_only_where_they_certify_better():
+    """``witness`` (a result's ``details.multipliers``) replaces the verification's fit only where it gives
+    a smaller scaled residual: the result's own certify as well as the fit; multipliers a thousand times
+    too large are not taken."""
+    inst = random_instance(4, 10, 3, 3)
+    r = solve(inst, "apf-vds", alpha=3, gains=False)
+    fit = nash_conditions(inst, r.x, 3.0, gains=False)
+    own = nash_conditions(inst, r.x, 3.0, gains=False, witness=r.details["multipliers"])
+    assert own["ncp_residual_scaled"] <= fit["ncp_residual_scaled"] <= 1e-8
+    wrong = {k: 1e3 * v + 1.0 for k, v in r.details["multipliers"].items()}
+    bad = nash_conditions(inst, r.x, 3.0, gains=False, witness=wrong)
+    assert bad["ncp_residual_scaled"] == fit["ncp_residual_scaled"]
+    assert bad["multipliers"] == fit["multipliers"]

@@ -245,7 +245,9 @@ def nash_item(inst: Instance, x: np.ndarray, result: Result, tol: float = 1e-6) 
     p = result.parameters or {}
     try:
         a, A, B = utility_parameters(inst, p.get("alpha", 1.0), p.get("A"), p.get("B"))
-        nash = nash_conditions(inst, x, a.tolist(), A.tolist(), B.tolist())
+        mult = (result.details or {}).get("multipliers")
+        nash = nash_conditions(inst, x, a.tolist(), A.tolist(), B.tolist(),
+                               witness=dict(mult) if isinstance(mult, Mapping) else None)
     except FairallocError as exc:
         return {**base, "reason": f"cannot evaluate the Nash conditions: {exc}"}
     res_ok = nash["ncp_residual_scaled"] <= tol
