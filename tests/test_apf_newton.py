@@ -890,24 +890,33 @@ def test_verification_fits_multipliers_that_span_many_decades(fam):
     assert nash["holds"] and nash["ncp_residual_scaled"] <= 1e-10
 
 
+def _two_statements(seed, fam, size, alpha):
+    """``decades_apart(seed, fam, size)`` and the same instance restated (users and servers permuted,
+    every resource in a unit 10^U(-4, 6) smaller, resources listed backwards), both solved at ``alpha``:
+    ``(a, b, b's allocation in a's order)``."""
+    from restate import back, restated
+
+    rng = np.random.default_rng(seed)
+    inst = decades_apart(seed, fam, size, rng)
+    pu, ps = rng.permutation(inst.n_users), rng.permutation(inst.n_servers)
+    other = restated(inst, pu, ps, 10 ** rng.uniform(-4, 6, len(inst.resources) + len(inst.external)),
+                     reverse=True)
+    a, b = (solve(j, "apf-vds", alpha=alpha, gains=False) for j in (inst, other))
+    return a, b, back(b.x, pu, ps)
+
+
 def test_a_canonical_vertex_that_certifies_is_the_answer():
     """Found by a sweep (limits, α = 8, demands six decades apart): both statements' canonical vertices
     certified (8.7e-9, 4.0e-9), but Newton ran from them anyway (5 and 1 iterations), moved one split
     by 2.8e-5, and the answers ended 8e-5 of a user's total apart. The vertex is now kept."""
-    from restate import back, restated
-
-    rng = np.random.default_rng(802)
-    inst = decades_apart(802, "limits", (30, 8, 4), rng)
-    pu, ps = rng.permutation(inst.n_users), rng.permutation(inst.n_servers)
-    other = restated(inst, pu, ps, 10 ** rng.uniform(-4, 6, len(inst.resources)), reverse=True)
-    a, b = (solve(j, "apf-vds", alpha=8, gains=False) for j in (inst, other))
+    a, b, xb = _two_statements(802, "limits", (30, 8, 4), 8)
     for r in (a, b):
         assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-8
         assert r.details["canonical"]["status"] == "optimal"
         assert r.details["canonical"]["newton_iterations"] == 0
         assert r.details["canonical"]["vertex_residual"] == r.details["ncp_residual_scaled"]
     X = a.x.sum(axis=1)
-    assert np.max(np.abs(a.x - back(b.x, pu, ps)).sum(axis=1) / X) <= 1e-8
+    assert np.max(np.abs(a.x - xb).sum(axis=1) / X) <= 1e-8
 
 
 def test_multipliers_left_on_slack_rows_do_not_decide_the_split():
@@ -916,19 +925,13 @@ def test_multipliers_left_on_slack_rows_do_not_decide_the_split():
     pair was left out of that statement's split LP while the other statement's split used it, and it
     put that vertex's certificate just past tol (μ over a scale that reads the split), so Newton moved
     it: the splits ended 6.4e-4 of a user's total apart. Such multipliers are now set to 0 first."""
-    from restate import back, restated
-
-    rng = np.random.default_rng(806)
-    inst = decades_apart(806, "limits", (60, 12, 4), rng)
-    pu, ps = rng.permutation(inst.n_users), rng.permutation(inst.n_servers)
-    other = restated(inst, pu, ps, 10 ** rng.uniform(-4, 6, len(inst.resources)), reverse=True)
-    a, b = (solve(j, "apf-vds", alpha=3, gains=False) for j in (inst, other))
+    a, b, xb = _two_statements(806, "limits", (60, 12, 4), 3)
     for r in (a, b):
         assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-8
         assert r.details["canonical"]["slack_multipliers_zeroed"] > 0
         assert r.details["canonical"]["newton_iterations"] == 0
     X = a.x.sum(axis=1)
-    assert np.max(np.abs(a.x - back(b.x, pu, ps)).sum(axis=1) / X) <= 1e-8
+    assert np.max(np.abs(a.x - xb).sum(axis=1) / X) <= 1e-8
 
 
 def test_distinct_equilibria_one_answer_per_input():
@@ -936,18 +939,11 @@ def test_distinct_equilibria_one_answer_per_input():
     certified equilibria, and two statements of the instance (users and servers permuted, resources in
     other units and order) ended at two of them, their totals 0.22 % apart. Solved in name order, the
     continuation takes one path: they agree to round-off."""
-    from restate import back, restated
-
-    rng = np.random.default_rng(808)
-    inst = decades_apart(808, "external", (30, 8, 4), rng)
-    pu, ps = rng.permutation(inst.n_users), rng.permutation(inst.n_servers)
-    other = restated(inst, pu, ps, 10 ** rng.uniform(-4, 6, len(inst.resources) + len(inst.external)),
-                     reverse=True)
-    a, b = (solve(j, "apf-vds", alpha=8, gains=False) for j in (inst, other))
+    a, b, xb = _two_statements(808, "external", (30, 8, 4), 8)
     for r in (a, b):
         assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-8
     X = a.x.sum(axis=1)
-    assert np.max(np.abs(X - back(b.x, pu, ps).sum(axis=1)) / X) <= 1e-10
+    assert np.max(np.abs(X - xb.sum(axis=1)) / X) <= 1e-10
 
 
 def test_per_server_alpha_follows_its_server_in_name_order():
