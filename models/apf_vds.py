@@ -110,7 +110,7 @@ from fairalloc.errors import ParameterError
 from fairalloc.instance import Instance
 from fairalloc.models._apf_ncp import ApfGame, distributed_heuristic, ps_mfa
 from fairalloc.models._apf_ncp import polish as newton_polish
-from fairalloc.models._apf_newton import continuation, coupling_rows, newton, scaled_residual
+from fairalloc.models._apf_newton import _Arrays, continuation, coupling_rows, newton, scaled_residual
 from fairalloc.models._mpec import ScholtesRelaxation
 from fairalloc.models._perserver import (
     ServerRows,
@@ -1426,8 +1426,8 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
 
     finite = np.isfinite(a)
     exact = inst
-    # the path runs on the instance rounded to 32 significant bits (on_grid; ``inst`` is normalised by the
-    # caller), so that two statements of one input in other units take the same path to the same
+    # the path runs on the instance rounded to GRID_BITS significant bits (on_grid; ``inst`` is normalised
+    # by the caller), so that two statements of one input in other units take the same path to the same
     # equilibrium where there are several; the canonical split and the certificate are the input's own
     inst = on_grid(inst, GRID_BITS)
 
@@ -1443,7 +1443,8 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
 
     def to_exact(lam: list[np.ndarray]) -> list[np.ndarray]:
         """Multipliers of the path's target game in the input's utility scale (``scale``)."""
-        c1 = (make(1.0), games[1.0][1])[1]
+        make(1.0)
+        c1 = games[1.0][1]
         return [li * scale[r.server] / c1[r.server] for li, r in zip(lam, games[1.0][0].rows)]
 
     def rescale(t0: float, t1: float, lam: list[np.ndarray]) -> list[np.ndarray]:
@@ -1507,23 +1508,24 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     details["newton"] = info
     details["iterations"] = info["iterations"]
     target = _game(exact, a, *_scaled(a, A, B, scale), scale, leximin=True)
+    arrays = _Arrays(target)  # (built once: 0.8 s at 1000 × 250; the steps, the split and the checks)
     if res.ok:
         res = replace(res, lam=to_exact(res.lam))
         # the input's own equilibrium next to the path's (its numbers are 1.5e-11 away): a few Newton steps
         # on the input's game towards 1e-13, kept where they bring the residual down (none off the grid)
         if GRID_BITS < 53:
-            before = scaled_residual(target, res.x, res.lam, res.mu)
+            before = scaled_residual(target, res.x, res.lam, res.mu, arrays)
             near = newton(target, res.x, res.lam, min(tol, 1e-13), max_iter=8, mu=res.mu,
-                          expired=session.expired)
+                          expired=session.expired, arrays=arrays)
             details["newton"]["on_input"] = {"residual_before": before, "residual": near.residual,
                                              "iterations": near.iterations}
             if near.residual < before:
                 res = replace(near, ok=near.residual <= tol)
-        res, details["canonical"] = _canonical_split(target, res, tol, session)
-        at_input = scaled_residual(target, res.x, res.lam, res.mu)
+        res, details["canonical"] = _canonical_split(target, res, tol, session, arrays)
+        at_input = scaled_residual(target, res.x, res.lam, res.mu, arrays)
         if not at_input <= tol:  # the split kept the path's point: Newton on the input's game from it
             details["canonical"]["input_residual"] = at_input
-            res = newton(target, res.x, res.lam, tol, mu=res.mu, expired=session.expired)
+            res = newton(target, res.x, res.lam, tol, mu=res.mu, expired=session.expired, arrays=arrays)
         if res.ok:
             return res.x, res.lam, res.mu, Status.OPTIMAL, ""
         lam = res.lam  # (the input's game)
@@ -1550,7 +1552,8 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     return None
 
 
-def _canonical_split(game: ApfGame, res: Any, tol: float, session: Session) -> tuple[Any, dict[str, Any]]:
+def _canonical_split(game: ApfGame, res: Any, tol: float, session: Session, arrays: Any = None
+                     ) -> tuple[Any, dict[str, Any]]:
     """One split per equilibrium. ``f`` depends on ``x`` only through the totals ``X``, so with ``X`` and
     the multipliers kept, every split that gives each user its total, uses only pairs with ``f ≤ 0``
     (to ``tol``, relative to the marginal), keeps every row with a multiplier above ``tol`` (relative
@@ -1573,10 +1576,9 @@ def _canonical_split(game: ApfGame, res: Any, tol: float, session: Session) -> t
     they agree to 4e-10. Not zeroed only: on 30 × 8 external, α = 8 (decades apart), one such
     multiplier was what kept a user with a marginal per unit at most 10⁻⁸ of the others' off a slack
     row (that vertex gave the user 4e-11 of its total there, residual 1.0), and the vertex with the
-    multipliers as they are certified."""
-    from fairalloc.models._apf_newton import _Arrays
-
-    arr = _Arrays(game)
+    multipliers as they are certified. ``arrays``: the game's :class:`~fairalloc.models._apf_newton._Arrays`,
+    if already built."""
+    arr = _Arrays(game) if arrays is None else arrays
     xp, lv = arr.pack(res.x, res.lam, res.mu)
     _, sl, m, _ = arr.f(xp, lv)
     # rows priced (a multiplier within tol of 0 on the certificate's scale may go slack)
@@ -1683,8 +1685,6 @@ def _proportional_start(inst: Instance, g0: ApfGame, x0: np.ndarray, tol: float,
     alone (:meth:`ApfGame.multipliers`), the coupling prices would start at 0 and the finite servers'
     equations have no exact fit: on a third of those six instances Newton on ``g0`` then stalled at
     3·10⁻⁷ and certified from this start."""
-    from fairalloc.models._apf_newton import _Arrays
-
     one = np.ones(inst.n_servers)
     c = utility_scale(inst, one, one, 0 * one)
     g = _game(inst, one, *_scaled(one, one, 0 * one, c), c)

@@ -747,7 +747,7 @@ def test_any_order_of_users_and_servers_gives_the_same_allocation(monkeypatch, s
     x, y, details = both()
     assert details["canonical"]["status"] == "optimal"
     np.testing.assert_allclose(y, x, rtol=1e-6, atol=1e-9 * x.max())
-    monkeypatch.setattr(apf_vds, "_canonical_split", lambda game, res, tol, session: (res, {}))
+    monkeypatch.setattr(apf_vds, "_canonical_split", lambda game, res, tol, session, arrays=None: (res, {}))
     monkeypatch.setattr(apf_vds, "solve_in_name_order", lambda *args, **kw: None)
     monkeypatch.setattr(apf_vds, "GRID_BITS", 53)  # (the path on the numbers as given)
     x, y, _ = both()
