@@ -1677,6 +1677,11 @@ def _split_vertex(game: ApfGame, arr: Any, xp: np.ndarray, lv: np.ndarray, activ
         return None, out.status.value
     yp = np.zeros_like(xp)
     yp[allowed] = np.maximum(0.0, [v.value or 0.0 for v in fam.variables])
+    # each user's split scaled to its total: the LP holds the totals to HiGHS's tolerance only, and f
+    # reads them (200 x 32 external, α = 1: totals 8.4e-9 off, the certificate's residual; scaled,
+    # 1.6e-10, a row over its capacity by that much)
+    Y = arr.totals(yp)
+    yp *= np.where(Y > 0, X / np.where(Y > 0, Y, 1.0), 1.0)[arr.pn]
     return arr.unpack(yp, lv)[0], out.status.value
 
 

@@ -68,6 +68,18 @@ def test_alpha_one_equals_mnw_on_random_instances():
     assert worst <= 1e-5
 
 
+def test_the_canonical_split_keeps_the_totals_exactly():
+    """The canonical split's LP holds each user's total to HiGHS's tolerance only; on this instance
+    (200 × 32, an external resource, α = 1) its vertex's totals were 8.4e-9 off, which was the
+    certificate's residual and the distance from ``mnw``'s totals (the goal asks for 1e-8). Each user's
+    split is scaled to its total: both 1.6e-10."""
+    inst = random_instance(1, 200, 32, 4, missing=0.0, external=1)
+    a = solve(inst, "apf-vds", alpha=1, gains=False)
+    assert a.status.value == "optimal" and a.details["ncp_residual_scaled"] <= 1e-9
+    m = solve(inst, "mnw")
+    assert np.max(np.abs(a.tasks - m.tasks) / m.tasks) <= 1e-9
+
+
 def test_examples_and_nash_conditions(examples):
     inst = load_instance(examples / "psdsf-fig2.yaml")
     r = solve(inst, "apf-vds", alpha=1)
