@@ -1637,7 +1637,8 @@ def _split_vertex(game: ApfGame, arr: Any, xp: np.ndarray, lv: np.ndarray, activ
     ``active`` rows at least as full and no row over its capacity: ``(x, status)``, ``x`` ``None``
     where the LP ends otherwise than optimal. One HiGHS LP through Pyomo, built in bulk
     (:mod:`fairalloc.solvers.linear`: rows as arrays; at 1000 × 250, α = 1, every one of the 250 000
-    pairs is allowed)."""
+    pairs is allowed). Each user's split in ``x`` is then scaled to its total exactly: the LP holds the
+    totals to HiGHS's tolerance only."""
     import pyomo.environ as pyo
 
     from fairalloc.models.feasible import name_hashes

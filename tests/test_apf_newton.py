@@ -956,7 +956,7 @@ def test_ill_conditioned_steps_on_the_input_are_not_kept():
     for r in (a, b):
         assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-8
         on_input = r.details["newton"]["on_input"]
-        assert not on_input["kept"] and on_input["totals_moved"] > 1e3 * on_input["residual_before"]
+        assert not on_input["kept"] and on_input["totals_moved"] > 100 * on_input["residual_before"]
     X = a.x.sum(axis=1)
     assert np.max(np.abs(a.x - xb).sum(axis=1) / X) <= 1e-10
 
