@@ -1406,6 +1406,12 @@ def _sweep_rescue(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], sweeps: i
     return x, lam
 
 
+def _rescaled(lam: list[np.ndarray], rows: list[ServerRows], c_from: np.ndarray, c_to: np.ndarray
+              ) -> list[np.ndarray]:
+    """Server rows' multipliers moved from the utility scales ``c_from`` to ``c_to`` (per server)."""
+    return [li * c_to[r.server] / c_from[r.server] for li, r in zip(lam, rows)]
+
+
 def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray, B: np.ndarray,
                   scale: np.ndarray, tol: float, cap: int, details: dict[str, Any]
                   ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, Status, str] | None:
@@ -1450,13 +1456,10 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
 
     def to_exact(lam: list[np.ndarray]) -> list[np.ndarray]:
         """Multipliers of the path's target game in the input's utility scale (``scale``)."""
-        make(1.0)
-        c1 = games[1.0][1]
-        return [li * scale[r.server] / c1[r.server] for li, r in zip(lam, games[1.0][0].rows)]
+        return _rescaled(lam, make(1.0).rows, games[1.0][1], scale)
 
     def rescale(t0: float, t1: float, lam: list[np.ndarray]) -> list[np.ndarray]:
-        c0, c1 = games[t0][1], (make(t1), games[t1][1])[1]
-        return [li * c1[r.server] / c0[r.server] for li, r in zip(lam, games[t1][0].rows)]
+        return _rescaled(lam, make(t1).rows, games[t0][1], games[t1][1])
 
     start = time.perf_counter()
     x0 = uniform_split(inst)
