@@ -724,6 +724,15 @@ def test_mixed_continuation_starts_from_proportional_fairness(monkeypatch):
     assert r.details["certificate"]["holds"] and r.details["ncp_residual_scaled"] <= 1e-8
 
 
+def _file_order_and_numbers_as_given(monkeypatch):
+    """apf-vds without its one-answer rule: the file's order (no name order) and Newton's path on the
+    numbers as given (no 36-bit grid), for tests that reproduce a point the path reached that way."""
+    from fairalloc.models import apf_vds
+
+    monkeypatch.setattr(apf_vds, "solve_in_name_order", lambda *args, **kw: None)
+    monkeypatch.setattr(apf_vds, "GRID_BITS", 53)
+
+
 @pytest.mark.parametrize("seed,fam", [(709, "plain"), (702, "weights"), (713, "placement")])
 def test_any_order_of_users_and_servers_gives_the_same_allocation(monkeypatch, seed, fam):
     """One answer per input: with α = inf at some servers the splits are far from unique, and Newton's
@@ -748,8 +757,7 @@ def test_any_order_of_users_and_servers_gives_the_same_allocation(monkeypatch, s
     assert details["canonical"]["status"] == "optimal"
     np.testing.assert_allclose(y, x, rtol=1e-6, atol=1e-9 * x.max())
     monkeypatch.setattr(apf_vds, "_canonical_split", lambda game, res, tol, session, arrays=None: (res, {}))
-    monkeypatch.setattr(apf_vds, "solve_in_name_order", lambda *args, **kw: None)
-    monkeypatch.setattr(apf_vds, "GRID_BITS", 53)  # (the path on the numbers as given)
+    _file_order_and_numbers_as_given(monkeypatch)
     x, y, _ = both()
     assert np.abs(y - x).max() > 1e-3 * x.max()  # without the rule (nor name order) the orders disagree
 
@@ -855,10 +863,7 @@ def test_verification_certifies_what_newton_certified_with_magnitudes_decades_ap
     as served, fitted its two multipliers to their conditions too and reported a scaled residual of
     0.18 (``nash`` failing). It now tries larger idle thresholds where a fit does not certify. (That
     point is the one Newton's path reaches on the numbers as given, in the file's order.)"""
-    from fairalloc.models import apf_vds
-
-    monkeypatch.setattr(apf_vds, "solve_in_name_order", lambda *args, **kw: None)
-    monkeypatch.setattr(apf_vds, "GRID_BITS", 53)
+    _file_order_and_numbers_as_given(monkeypatch)
     inst = decades_apart(801, "weights")
     r = solve(inst, "apf-vds", alpha=3, verify=True)
     assert r.status.value == "optimal"
