@@ -833,11 +833,17 @@ class Sifter:
 
     Columns that cannot sit at 0 on their lower bound (a lower bound ≠ 0, or a negative one) are
     always in the pool; so are, initially, for each row without a non-zero bound (a max-min
-    ``level`` row), the ``PER_ROW`` columns using the least of the bounded rows per unit of that row,
-    and the ``rows`` columns with the best cost per unit of bounded rows.
+    ``level`` row), the ``PER_ROW`` columns (or the share ``PER_ROW_SHARE`` of the row's columns, if
+    more) using the least of the bounded rows per unit of that row, and the ``rows`` columns with the
+    best cost per unit of bounded rows.
     """
 
     PER_ROW = 8
+    # ... or this share of the row's columns, if more. With 8 alone the users of a max-min LP all
+    # chose the same large servers, which the restricted LP then overloaded: 9 restricted solves and
+    # a pool of 180 257 columns (51 s) for the first round of tsf-er at 2048x256 mixed; with 15 % one
+    # restricted solve (5.6-5.9 s), and one instead of 2-5 at 1024x128 and 2048x256 (link and mixed)
+    PER_ROW_SHARE = 0.15
     CAP_PER_ROW = 4  # columns added per pricing round: at most this many times the rows in all
     # of the columns that price out, the best PRICE_PER_ROW of each row (None: the CAP_PER_ROW·rows
     # best overall). Off: at 1024x128 mixed (tsf-er) 4 per row with DROP_AFTER = 2 took 96 s in the
@@ -897,7 +903,8 @@ class Sifter:
         use = (absA.T @ np.where(bounded, 1.0 / np.where(bounded, b, 1.0), 0.0))  # per column
         pick = need.copy()
         tiny = np.finfo(float).tiny
-        # rows without a non-zero bound: the PER_ROW columns using least per unit of the row
+        # rows without a non-zero bound: the PER_ROW (or PER_ROW_SHARE) columns using least per unit
+        # of the row
         R = sp.csr_array(A)
         rows = np.flatnonzero(~bounded)
         if rows.size:
@@ -906,7 +913,8 @@ class Sifter:
             key = use[S.indices] / np.maximum(np.abs(S.data), tiny)
             order = np.lexsort((key, r_of))
             rank = np.arange(order.size) - S.indptr[r_of[order]]
-            pick[S.indices[order[rank < self.PER_ROW]]] = True
+            per_row = np.maximum(self.PER_ROW, np.ceil(self.PER_ROW_SHARE * np.diff(S.indptr)))
+            pick[S.indices[order[rank < per_row[r_of[order]]]]] = True
         gain = -sense * c
         cand = np.flatnonzero(gain > 0)
         if cand.size:
