@@ -819,6 +819,15 @@ def _sifting_mode(v: Any) -> str:
     return mode
 
 
+def _best_of_each_row(S: sp.csr_array, key: np.ndarray, k: int | np.ndarray) -> np.ndarray:
+    """Positions (into ``S.data``) of the ``k`` entries of each row of ``S`` with the smallest ``key``
+    (one value per stored entry; ``k`` one number, or one per row), ties broken by position."""
+    r_of = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
+    order = np.lexsort((key, r_of))
+    rank = np.arange(order.size) - S.indptr[r_of[order]]
+    return order[rank < (k[r_of[order]] if isinstance(k, np.ndarray) else k)]
+
+
 class Sifter:
     """Sifting (column generation over the LP's own columns) for a :class:`HighsBridge`.
 
@@ -909,12 +918,9 @@ class Sifter:
         rows = np.flatnonzero(~bounded)
         if rows.size:
             S = R[rows]
-            r_of = np.repeat(np.arange(rows.size), np.diff(S.indptr))
             key = use[S.indices] / np.maximum(np.abs(S.data), tiny)
-            order = np.lexsort((key, r_of))
-            rank = np.arange(order.size) - S.indptr[r_of[order]]
             per_row = np.maximum(self.PER_ROW, np.ceil(self.PER_ROW_SHARE * np.diff(S.indptr)))
-            pick[S.indices[order[rank < per_row[r_of[order]]]]] = True
+            pick[S.indices[_best_of_each_row(S, key, per_row)]] = True
         gain = -sense * c
         cand = np.flatnonzero(gain > 0)
         if cand.size:
@@ -982,11 +988,8 @@ class Sifter:
         cap = max(self.CAP_PER_ROW * m, 1000)
         S = sp.csr_array(A[:, bad]) if self.PRICE_PER_ROW else None
         if S is not None and S.nnz:
-            r_of = np.repeat(np.arange(m), np.diff(S.indptr))
-            order = np.lexsort((score[bad][S.indices], r_of))
-            rank = np.arange(order.size) - S.indptr[r_of[order]]
             take = np.zeros(bad.size, bool)
-            take[S.indices[order[rank < self.PRICE_PER_ROW]]] = True
+            take[S.indices[_best_of_each_row(S, score[bad][S.indices], self.PRICE_PER_ROW)]] = True
             take |= np.diff(sp.csc_array(S).indptr) == 0
             bad = bad[take]
         if bad.size > cap:
