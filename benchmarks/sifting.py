@@ -1,8 +1,10 @@
-"""Sifting in the HiGHS bridge (issue 16): fairalloc with the default (``sifting=auto``) and with
-``sifting=on`` vs the numpy→highspy floor vs fairalloc with ``sifting=off``, tsf-er on the scaling
-workload (:mod:`benchmarks.scaling`), each case in a fresh process, the approaches back to back per
-(workload, size). End to end = instance load
-→ allocation (fairalloc: ``Result.timings['total']``, no verification).
+"""Sifting and interior points in the HiGHS bridge (issue 16): fairalloc with the default
+(``sifting=auto``, the Schur-complement interior point for later rounds) and with ``sifting=on`` vs
+the numpy→highspy floor vs fairalloc with ``sifting=off`` and with ``schur=off`` (HiGHS's IPX for
+the interior rounds), tsf-er (``MECHANISM=drfh`` etc. for another) on the scaling workload
+(:mod:`benchmarks.scaling`), each case in a fresh process, the approaches back to back per
+(workload, size). End to end = instance load → allocation (fairalloc: ``Result.timings['total']``,
+no verification).
 
 Usage: ``python -m benchmarks.sifting OUT N K [N K ...]`` (default 1024 128); ``WORKLOADS=mixed`` runs
 one workload only, ``APPROACHES=auto,floor`` some approaches only.
@@ -22,7 +24,8 @@ APPROACHES = [("auto", {"approach": "fairalloc", "verify": False}),
               ("sifting", {"approach": "fairalloc", "solver_options": {"sifting": "on"}, "verify": False}),
               ("floor", {"approach": "floor"}),
               ("no-sifting", {"approach": "fairalloc", "solver_options": {"sifting": "off"},
-                              "verify": False})]
+                              "verify": False}),
+              ("schur-off", {"approach": "fairalloc", "solver_options": {"schur": "off"}, "verify": False})]
 
 
 def main(argv: list[str]) -> None:
@@ -38,7 +41,8 @@ def main(argv: list[str]) -> None:
             for name, spec in APPROACHES:
                 if only and name not in only.split(","):
                     continue
-                r = run_case({**spec, "mechanism": "tsf-er", "instance": str(folder)}, timeout=3600)
+                r = run_case({**spec, "mechanism": os.environ.get("MECHANISM", "tsf-er"),
+                              "instance": str(folder)}, timeout=3600)
                 res[name] = r
                 print(f"{workload} {N}x{K} {name}: {r.get('end_to_end', float('nan')):.2f} s "
                       f"({r.get('status')}, load {r.get('loadavg', float('nan')):.1f})", flush=True)

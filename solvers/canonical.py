@@ -57,6 +57,7 @@ from fairalloc.solvers.highs import (
 from fairalloc.solvers.linear import load_values
 from fairalloc.solvers.outcome import SolveOutcome
 from fairalloc.solvers.quiet import c_output_off_stdout
+from fairalloc.solvers.schur_ipm import SchurIPM
 from fairalloc.status import Status
 
 __all__ = ["FACE_REL", "FACE_SLACKS", "RULE", "ColumnScale", "canonical_point"]
@@ -72,6 +73,12 @@ FACE_REL = FACE_SLACKS[0]
 # a tie-break point overrunning a row by more than this fraction of its bound is not taken (the
 # verification layer's tolerance: fairalloc.solve would end such a point `error`)
 FEAS_REL = 1e-6
+# a start point with more than DENSE_START of the columns non-zero (an interior point) is replaced by
+# the largest SUPPORT_PER_ROW·rows columns of the tie-break LP's own interior optimum
+# (solvers/schur_ipm.py); SCHUR_START = False keeps the start as it is
+SCHUR_START = True
+DENSE_START = 0.5
+SUPPORT_PER_ROW = 8
 
 
 class ColumnScale(Mapping[Any, tuple[float, float]]):
@@ -215,7 +222,28 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
              "sense": highspy.ObjSense.kMaximize, "offset": 0.0}
         sifter = Sifter(h, options, algorithm="choose", lp=L)
         sifter.start = np.fromiter((v.value or 0.0 for v in form.variables), float, n_col) / col_s
-        sifted = sifter.solve(time_limit, {})
+        restricted: dict[str, Any] = {}
+        if SCHUR_START and np.count_nonzero(sifter.start) > DENSE_START * n_col:
+            # an interior point (progressive filling's interior rounds) holds nearly every column:
+            # as a start it would make the restricted LP the full one. The tie-break LP's optimum is
+            # one vertex (generic weights); the Schur-complement IPM converges to it, and its largest
+            # SUPPORT_PER_ROW·rows columns hold that vertex's support (a vertex has at most one basic
+            # column a row; a point short of the tolerances only makes a worse pool: every column is
+            # priced). The restricted LP over them and the initial pool is solved by HiGHS's IPM with
+            # crossover: over the vertex's support alone, or with simplex, it ended "Unknown" at
+            # 10⁻⁹ tolerances (2 048 × 256)
+            point = SchurIPM(dict(L), tol_feas=1e-6, tol_gap=1e-8).solve(time_limit)
+            if point is not None and point["status"] in ("optimal", "iteration_limit", "stalled"):
+                x0 = np.maximum(point["x"], 0.0)
+                k = min(n_col, SUPPORT_PER_ROW * A.shape[0])
+                top = np.argpartition(-x0, k - 1)[:k] if k < n_col else np.arange(n_col)
+                sifter.start = np.zeros(n_col)
+                sifter.start[top] = x0[top]
+                restricted = {"solver": "ipm"}
+                log.debug("canonical point: Schur-complement interior point (%s, %d iterations); its %d "
+                          "largest columns start the pool", point["status"], point["iterations"],
+                          np.count_nonzero(sifter.start))
+        sifted = sifter.solve(time_limit, restricted)
         if sifted is None:
             h.passModel(lp)
     if sifted is not None:

@@ -266,6 +266,9 @@ class HighsBridge:
         self.h.setOptionValue("solver", algorithm)
         options = dict(options or {})
         self.sifting = _sifting_mode(options.pop("sifting", "auto"))
+        # interior points by the Schur-complement IPM (solvers/schur_ipm.py) where the LP has its
+        # shape; "off": HiGHS's IPX for every interior point
+        self.schur = _switch("schur", options.pop("schur", "on"))
         # interior points instead of vertices (_interior_mode): off unless the user asks, or a caller
         # that reads interior multipliers (progressive filling) sets "auto" where the user did not
         given = _interior_mode(options.pop("interior", None))
@@ -567,6 +570,10 @@ class HighsBridge:
         mode = _sifting_mode(options.pop("sifting", self.sifting))
         if self._use_sifting(mode, options):  # sifting's restricted LPs return vertices
             return self._solve_sifting(time_limit, options, kkt)
+        if interior and self.schur == "on" and not options:
+            out = self._solve_schur(time_limit, kkt)
+            if out is not None:
+                return out
         if interior:
             # HiGHS's IPM without crossover (crossover was most of each progressive-filling round
             # at 2048 x 256 mixed, docs/performance.md)
@@ -691,6 +698,44 @@ class HighsBridge:
         out.load_seconds = time.perf_counter() - t1
         if status is not Status.OPTIMAL:
             log.info("HiGHS (sifting) stopped: %s", out.message)
+        return out
+
+    def _solve_schur(self, time_limit: float | None, kkt: bool) -> SolveOutcome | None:
+        """The interior point by :class:`~fairalloc.solvers.schur_ipm.SchurIPM` on the LP HiGHS
+        holds; None when the LP does not have its shape or it did not converge (HiGHS's IPX then)."""
+        from fairalloc.solvers.schur_ipm import SchurIPM
+
+        t0 = time.perf_counter()
+        L = self._passed if self._passed is not None else read_lp(self.h)
+        ipm = SchurIPM(L)
+        res = ipm.solve(time_limit)
+        if res is None:
+            return None
+        if res["status"] != "optimal":
+            if res["status"] == "time_limit":
+                self.solves += 1
+                return SolveOutcome(status=Status.TIME_LIMIT, solver="highs", message="time limit (Schur "
+                                    "complement interior point)", iterations=int(res["iterations"]),
+                                    solve_seconds=time.perf_counter() - t0, extra={"has_point": False})
+            log.info("Schur-complement interior point ended %s after %d iterations; HiGHS's IPX instead",
+                     res["status"], res["iterations"])
+            return None
+        self._passed = None  # HiGHS holds the model; later solves read it back
+        self.solves += 1
+        out = SolveOutcome(status=Status.OPTIMAL, solver="highs", message="Optimal (interior point, Schur "
+                           "complement, no crossover)", iterations=int(res["iterations"]),
+                           solve_seconds=time.perf_counter() - t0,
+                           extra={"has_point": True, "interior": True, "schur": dict(ipm.stats)})
+        t1 = time.perf_counter()
+        self.x = res["x"] * self.C
+        self.row_value = res["row_value"] / self.R
+        load_values(self.form.variables, self.x)
+        out.objective = res["objective"] / self.K
+        self.row_dual = res["row_dual"] * self.R / self.K
+        self.col_dual = res["col_dual"] / (self.C * self.K)
+        if kkt:
+            out.kkt = self.kkt()
+        out.load_seconds = time.perf_counter() - t1
         return out
 
     def _run(self) -> None:
@@ -819,6 +864,17 @@ def _sifting_mode(v: Any) -> str:
     return mode
 
 
+def _switch(name: str, v: Any) -> str:
+    """An on/off solver option (``schur``)."""
+    mode = {"true": "on", "1": "on", "yes": "on", "false": "off", "0": "off", "no": "off"}.get(
+        str(v).strip().lower(), str(v).strip().lower())
+    if mode not in ("on", "off"):
+        from fairalloc.errors import ParameterError
+
+        raise ParameterError(f"solver option {name}={v!r}: expected on or off")
+    return mode
+
+
 def _best_of_each_row(S: sp.csr_array, key: np.ndarray, k: int | np.ndarray) -> np.ndarray:
     """Positions (into ``S.data``) of the ``k`` entries of each row of ``S`` with the smallest ``key``
     (one value per stored entry; ``k`` one number, or one per row), ties broken by position."""
@@ -826,6 +882,24 @@ def _best_of_each_row(S: sp.csr_array, key: np.ndarray, k: int | np.ndarray) -> 
     order = np.lexsort((key, r_of))
     rank = np.arange(order.size) - S.indptr[r_of[order]]
     return order[rank < (k[r_of[order]] if isinstance(k, np.ndarray) else k)]
+
+
+
+def read_lp(h: highspy.Highs) -> dict[str, Any]:
+    """The LP ``h`` holds, as arrays (HiGHS's units): ``A`` (CSC, sorted), ``c``, ``lb``, ``ub``, ``rl``,
+    ``ru``, ``sense``, ``offset``."""
+    lp = h.getLp()
+    m, n = lp.num_row_, lp.num_col_
+    a = lp.a_matrix_
+    parts = (np.asarray(a.value_, float), np.asarray(a.index_), np.asarray(a.start_))
+    if a.format_ == highspy.MatrixFormat.kColwise:
+        A = sp.csc_array(parts, (m, n))
+    else:
+        A = sp.csr_array(parts, (m, n)).tocsc()
+    A.sort_indices()
+    return {"A": A, "c": np.asarray(lp.col_cost_, float), "lb": np.asarray(lp.col_lower_, float),
+            "ub": np.asarray(lp.col_upper_, float), "rl": np.asarray(lp.row_lower_, float),
+            "ru": np.asarray(lp.row_upper_, float), "sense": lp.sense_, "offset": float(lp.offset_)}
 
 
 class Sifter:
@@ -886,18 +960,8 @@ class Sifter:
         if self.given is not None:  # once: later solves read what HiGHS holds then
             L, self.given = self.given, None
             return L
-        lp = self.full.getLp()
-        m, n = lp.num_row_, lp.num_col_
-        a = lp.a_matrix_
-        parts = (np.asarray(a.value_, float), np.asarray(a.index_), np.asarray(a.start_))
-        if a.format_ == highspy.MatrixFormat.kColwise:
-            A = sp.csc_array(parts, (m, n))
-        else:
-            A = sp.csr_array(parts, (m, n)).tocsc()
-        A.sort_indices()
-        return {"A": A, "c": np.asarray(lp.col_cost_, float), "lb": np.asarray(lp.col_lower_, float),
-                "ub": np.asarray(lp.col_upper_, float), "rl": np.asarray(lp.row_lower_, float),
-                "ru": np.asarray(lp.row_upper_, float), "sense": lp.sense_, "offset": float(lp.offset_)}
+        return read_lp(self.full)
+
 
     def _initial_pool(self, L: dict[str, Any]) -> np.ndarray:
         A, c, lb, ub = L["A"], L["c"], L["lb"], L["ub"]
