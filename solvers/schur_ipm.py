@@ -285,8 +285,9 @@ class _Normal:
             idx.append((np.maximum(r[:, i1], r[:, i2]) * nG + np.minimum(r[:, i1], r[:, i2])).ravel())
             pc.append(np.repeat(cols, i1.size))
             pv.append((v_[:, i1] * v_[:, i2]).ravel())
-        self.gg_idx = np.concatenate(idx) if idx else np.zeros(0, np.int64)
-        self.gg_col = np.concatenate(pc) if pc else np.zeros(0, np.int64)
+        # 32-bit indices (nG² ≤ MAX_COUPLING² < 2³¹): 7·10⁶ pairs at 2 048 × 256
+        self.gg_idx = np.concatenate(idx).astype(np.int32) if idx else np.zeros(0, np.int32)
+        self.gg_col = np.concatenate(pc).astype(np.int32) if pc else np.zeros(0, np.int32)
         self.gg_val = np.concatenate(pv) if pv else np.zeros(0)
 
     def factor(self, th: np.ndarray, th_dense: np.ndarray, V: np.ndarray) -> Any:
