@@ -19,8 +19,10 @@ single-objective LP plus the row ``objective ≥ z* − ε|z*|`` (``≤ z* + ε|
 ``ε = 10⁻¹²``, widened to ``10⁻⁹`` and ``10⁻⁷`` if the solver's ``z*`` makes that row infeasible,
 :data:`FACE_SLACKS`); for progressive filling every user held at its level by its floor row. The
 tie-break LP is scaled (columns by ``s_n``, rows by their largest coefficient) and solved by HiGHS in
-a fresh ``Highs`` (dual simplex; interior point with crossover from 20 000 columns), whatever route
-solved the mechanism, so every route ends at the same vertex. Integer variables (CRU's exact MILP)
+a fresh ``Highs`` (dual simplex; interior point with crossover from 20 000 columns; sifted from
+50 000, its pool from the tie-break LP's own interior optimum by :mod:`fairalloc.solvers.schur_ipm`
+when the model's point is an interior one), whatever route solved the mechanism, so every route ends
+at the same vertex. Integer variables (CRU's exact MILP)
 are fixed at their values first.
 
 A least-squares point (``argmin Σ (x/s)²``, one convex QP) was the first choice; HiGHS's active-set
@@ -232,7 +234,8 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
             # priced). The restricted LP over them and the initial pool is solved by HiGHS's IPM with
             # crossover: over the vertex's support alone, or with simplex, it ended "Unknown" at
             # 10⁻⁹ tolerances (2 048 × 256)
-            point = SchurIPM(dict(L), tol_feas=1e-6, tol_gap=1e-8).solve(time_limit)
+            left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 1e-3)
+            point = SchurIPM(dict(L), tol_feas=1e-6, tol_gap=1e-8).solve(left)
             if point is not None and point["status"] in ("optimal", "iteration_limit", "stalled"):
                 x0 = np.maximum(point["x"], 0.0)
                 k = min(n_col, SUPPORT_PER_ROW * A.shape[0])
@@ -243,7 +246,8 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
                 log.debug("canonical point: Schur-complement interior point (%s, %d iterations); its %d "
                           "largest columns start the pool", point["status"], point["iterations"],
                           np.count_nonzero(sifter.start))
-        sifted = sifter.solve(time_limit, restricted)
+        left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 1e-3)
+        sifted = sifter.solve(left, restricted)
         if sifted is None:
             h.passModel(lp)
     if sifted is not None:

@@ -682,23 +682,29 @@ class HighsBridge:
                            "choose" else "highs", message=self.h.modelStatusToString(ms) + " (sifting)",
                            iterations=int(res["iterations"]), solve_seconds=solve_s,
                            extra={"has_point": res["point"], "sifting": dict(self.sift_stats)})
-        t1 = time.perf_counter()
         if res["point"]:
-            self.x = res["x"] * self.C
-            self.row_value = res["row_value"] / self.R
-            load_values(self.form.variables, self.x)
-            out.objective = res["objective"] / self.K
-            if res["dual_valid"]:
-                self.row_dual = res["row_dual"] * self.R / self.K
-                self.col_dual = res["col_dual"] / (self.C * self.K)
-                if kkt:
-                    out.kkt = self.kkt()
-            else:
-                self.row_dual = self.col_dual = None
-        out.load_seconds = time.perf_counter() - t1
+            self._load(res, out, kkt, res["dual_valid"])
         if status is not Status.OPTIMAL:
             log.info("HiGHS (sifting) stopped: %s", out.message)
         return out
+
+    def _load(self, res: dict[str, Any], out: SolveOutcome, kkt: bool, duals: bool = True) -> None:
+        """A point found outside ``self.h`` (sifting's restricted LPs, the Schur-complement IPM), in
+        HiGHS's units, into the bridge and the Pyomo variables: x = C·x', activity a'/R, row duals
+        R·y', reduced costs z'/C (over the cost scale K); the KKT residuals into ``out``."""
+        t1 = time.perf_counter()
+        self.x = res["x"] * self.C
+        self.row_value = res["row_value"] / self.R
+        load_values(self.form.variables, self.x)
+        out.objective = res["objective"] / self.K
+        if duals:
+            self.row_dual = res["row_dual"] * self.R / self.K
+            self.col_dual = res["col_dual"] / (self.C * self.K)
+            if kkt:
+                out.kkt = self.kkt()
+        else:
+            self.row_dual = self.col_dual = None
+        out.load_seconds = time.perf_counter() - t1
 
     def _solve_schur(self, time_limit: float | None, kkt: bool) -> SolveOutcome | None:
         """The interior point by :class:`~fairalloc.solvers.schur_ipm.SchurIPM` on the LP HiGHS
@@ -726,16 +732,7 @@ class HighsBridge:
                            "complement, no crossover)", iterations=int(res["iterations"]),
                            solve_seconds=time.perf_counter() - t0,
                            extra={"has_point": True, "interior": True, "schur": dict(ipm.stats)})
-        t1 = time.perf_counter()
-        self.x = res["x"] * self.C
-        self.row_value = res["row_value"] / self.R
-        load_values(self.form.variables, self.x)
-        out.objective = res["objective"] / self.K
-        self.row_dual = res["row_dual"] * self.R / self.K
-        self.col_dual = res["col_dual"] / (self.C * self.K)
-        if kkt:
-            out.kkt = self.kkt()
-        out.load_seconds = time.perf_counter() - t1
+        self._load(res, out, kkt)
         return out
 
     def _run(self) -> None:
@@ -851,12 +848,17 @@ def _interior_mode(v: Any) -> str | None:
 
 
 # ---------------------------------------------------------------------- sifting
-def _sifting_mode(v: Any) -> str:
-    """``sifting`` option: ``auto`` (LPs of at least ``SIFT_ABOVE`` columns), ``on``, ``off``."""
+def _on_off(v: Any) -> str:
+    """An option value with booleans and their spellings read as ``on`` / ``off``."""
     if isinstance(v, bool):
         return "on" if v else "off"
     mode = str(v).strip().lower()
-    mode = {"true": "on", "1": "on", "yes": "on", "false": "off", "0": "off", "no": "off"}.get(mode, mode)
+    return {"true": "on", "1": "on", "yes": "on", "false": "off", "0": "off", "no": "off"}.get(mode, mode)
+
+
+def _sifting_mode(v: Any) -> str:
+    """``sifting`` option: ``auto`` (LPs of at least ``SIFT_ABOVE`` columns), ``on``, ``off``."""
+    mode = _on_off(v)
     if mode not in SIFTING:
         from fairalloc.errors import ParameterError
 
@@ -866,8 +868,7 @@ def _sifting_mode(v: Any) -> str:
 
 def _switch(name: str, v: Any) -> str:
     """An on/off solver option (``schur``)."""
-    mode = {"true": "on", "1": "on", "yes": "on", "false": "off", "0": "off", "no": "off"}.get(
-        str(v).strip().lower(), str(v).strip().lower())
+    mode = _on_off(v)
     if mode not in ("on", "off"):
         from fairalloc.errors import ParameterError
 
@@ -882,7 +883,6 @@ def _best_of_each_row(S: sp.csr_array, key: np.ndarray, k: int | np.ndarray) -> 
     order = np.lexsort((key, r_of))
     rank = np.arange(order.size) - S.indptr[r_of[order]]
     return order[rank < (k[r_of[order]] if isinstance(k, np.ndarray) else k)]
-
 
 
 def read_lp(h: highspy.Highs) -> dict[str, Any]:
@@ -961,7 +961,6 @@ class Sifter:
             L, self.given = self.given, None
             return L
         return read_lp(self.full)
-
 
     def _initial_pool(self, L: dict[str, Any]) -> np.ndarray:
         A, c, lb, ub = L["A"], L["c"], L["lb"], L["ub"]

@@ -42,7 +42,7 @@ __all__ = ["MAX_COUPLING", "SchurIPM", "structure"]
 
 log = logging.getLogger(__name__)
 
-MAX_COUPLING = 4000  # most coupling rows for the dense Schur complement (a 4 000² factor: ~0.5 s)
+MAX_COUPLING = 4000  # most coupling rows: the Schur complement over them is dense (4 000² entries)
 DENSE_SHARE = 0.1  # a column with entries in more than this share of the rows is added back by Woodbury
 FREE_REG = 1e-10  # primal regularisation of free columns (HiGHS's units)
 INF = highspy.kHighsInf
@@ -56,7 +56,7 @@ def structure(A: sp.csc_array, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray
     None when more than ``MAX_COUPLING`` rows stay outside, or when there are more dense columns than
     a few (the Woodbury correction is one solve per dense column)."""
     m, n = A.shape
-    nnz_col = np.diff(A.indptr)
+    nnz_col = np.diff(sp.csc_array(A[np.flatnonzero(keep)]).indptr)  # entries in the kept rows
     dense = np.flatnonzero(nnz_col > max(10, DENSE_SHARE * keep.sum()))
     if dense.size > 8:
         return None
@@ -79,7 +79,8 @@ def structure(A: sp.csc_array, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 class SchurIPM:
     """Mehrotra's predictor–corrector on an LP given as HiGHS's arrays (the keys of
-    ``Sifter._read``: ``A`` (CSC), ``c``, ``lb``, ``ub``, ``rl``, ``ru``, ``sense``, ``offset``)."""
+    :func:`~fairalloc.solvers.highs.read_lp`: ``A`` (CSC), ``c``, ``lb``, ``ub``, ``rl``, ``ru``,
+    ``sense``, ``offset``)."""
 
     MAX_ITER = 200
     STEP = 0.995  # fraction of the step to the boundary
@@ -131,7 +132,8 @@ class SchurIPM:
         nd = np.flatnonzero(~is_dense)
         normal = _Normal(sp.csc_array(Abar[:, nd]), Urows, Grows)
         V = Abar[:, dense].toarray() if dense.size else np.zeros((mk, 0))
-        # start: inside the bounds, multipliers 1
+        # start: mid-way in a box, one unit inside a one-sided bound, 0 if free; rows' activities clipped
+        # into their bounds (mid-way if narrower than 2); the multipliers at the largest cost (at least 1)
         with np.errstate(invalid="ignore"):
             z = np.where(hasl & hasu, 0.5 * (lo + up),
                          np.where(hasl, lo + 1.0, np.where(hasu, up - 1.0, 0.0)))
