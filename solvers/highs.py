@@ -47,6 +47,12 @@ SIFT_ABOVE = 50_000  # columns: sifting="auto" sifts LPs at least this wide
 SIFTING = ("auto", "on", "off")
 INTERIOR_ABOVE = 50_000  # columns: interior="auto" solves LPs at least this wide without crossover
 INTERIOR = ("auto", "on", "off")
+# columns: schur="auto" takes interior points from the Schur-complement IPM from this size. Below it
+# IPX was as fast or faster: 512 x 128 with task limits (65 537 columns, one user frozen a round) took
+# 110 s against 59 s (drfh); 768 x 96 mixed 10.4 s against 10.6 s; 1024 x 128 mixed 14.9 s against
+# 21.9 s and 2048 x 256 mixed 58.7 s against 145.1 s (tsf-er; docs/performance.md)
+SCHUR_ABOVE = 100_000
+SCHUR = ("auto", "on", "off")
 MS = highspy.HighsModelStatus
 
 _STATUS = {
@@ -267,8 +273,9 @@ class HighsBridge:
         options = dict(options or {})
         self.sifting = _sifting_mode(options.pop("sifting", "auto"))
         # interior points by the Schur-complement IPM (solvers/schur_ipm.py) where the LP has its
-        # shape; "off": HiGHS's IPX for every interior point
-        self.schur = _switch("schur", options.pop("schur", "on"))
+        # shape: "auto" from SCHUR_ABOVE columns, "on" whatever the size; "off": HiGHS's IPX for
+        # every interior point
+        self.schur = _schur_mode(options.pop("schur", "auto"))
         # interior points instead of vertices (_interior_mode): off unless the user asks, or a caller
         # that reads interior multipliers (progressive filling) sets "auto" where the user did not
         given = _interior_mode(options.pop("interior", None))
@@ -570,7 +577,8 @@ class HighsBridge:
         mode = _sifting_mode(options.pop("sifting", self.sifting))
         if self._use_sifting(mode, options):  # sifting's restricted LPs return vertices
             return self._solve_sifting(time_limit, options, kkt)
-        if interior and self.schur == "on" and not options:
+        if interior and not options and (self.schur == "on" or (
+                self.schur == "auto" and self.form.shape[1] >= SCHUR_ABOVE)):
             out = self._solve_schur(time_limit, kkt)
             if out is not None:
                 return out
@@ -866,13 +874,14 @@ def _sifting_mode(v: Any) -> str:
     return mode
 
 
-def _switch(name: str, v: Any) -> str:
-    """An on/off solver option (``schur``)."""
+def _schur_mode(v: Any) -> str:
+    """``schur`` option: ``auto`` (interior points of LPs of at least ``SCHUR_ABOVE`` columns), ``on``,
+    ``off``."""
     mode = _on_off(v)
-    if mode not in ("on", "off"):
+    if mode not in SCHUR:
         from fairalloc.errors import ParameterError
 
-        raise ParameterError(f"solver option {name}={v!r}: expected on or off")
+        raise ParameterError(f"solver option schur={v!r}: expected one of {', '.join(SCHUR)}")
     return mode
 
 

@@ -126,7 +126,7 @@ def test_progressive_filling_same_allocation_with_and_without(seed: int, mech: s
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     inst = _instance(seed)
     seen = _count_optimal(monkeypatch)
-    a = solve(inst, mech, solver_options={"interior": "on"})
+    a = solve(inst, mech, solver_options={"interior": "on", "schur": "on"})
     assert seen and set(seen) == {"optimal"}  # every round by the Schur-complement IPM
     seen.clear()
     b = solve(inst, mech, solver_options={"interior": "on", "schur": "off"})
@@ -144,7 +144,7 @@ def test_a_run_that_does_not_converge_falls_back_to_ipx(monkeypatch: pytest.Monk
     inst = _instance(1)
     b = solve(inst, "tsf-er", solver_options={"interior": "on", "schur": "off"})
     monkeypatch.setattr(S.SchurIPM, "MAX_ITER", 2)
-    a = solve(inst, "tsf-er", solver_options={"interior": "on"})
+    a = solve(inst, "tsf-er", solver_options={"interior": "on", "schur": "on"})
     _same(a, b)
 
 
