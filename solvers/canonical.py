@@ -235,7 +235,7 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
             # crossover: over the vertex's support alone, or with simplex, it ended "Unknown" at
             # 10⁻⁹ tolerances (2 048 × 256)
             left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 1e-3)
-            point = SchurIPM(dict(L), tol_feas=1e-6, tol_gap=1e-8).solve(left)
+            point = SchurIPM(L, tol_feas=1e-6, tol_gap=1e-8).solve(left)
             if point is not None and point["status"] in ("optimal", "iteration_limit", "stalled"):
                 x0 = np.maximum(point["x"], 0.0)
                 k = min(n_col, SUPPORT_PER_ROW * A.shape[0])

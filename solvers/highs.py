@@ -864,25 +864,25 @@ def _on_off(v: Any) -> str:
     return {"true": "on", "1": "on", "yes": "on", "false": "off", "0": "off", "no": "off"}.get(mode, mode)
 
 
-def _sifting_mode(v: Any) -> str:
-    """``sifting`` option: ``auto`` (LPs of at least ``SIFT_ABOVE`` columns), ``on``, ``off``."""
+def _mode(name: str, v: Any, allowed: tuple[str, ...]) -> str:
+    """An ``auto``/``on``/``off`` solver option, checked against ``allowed``."""
     mode = _on_off(v)
-    if mode not in SIFTING:
+    if mode not in allowed:
         from fairalloc.errors import ParameterError
 
-        raise ParameterError(f"solver option sifting={v!r}: expected one of {', '.join(SIFTING)}")
+        raise ParameterError(f"solver option {name}={v!r}: expected one of {', '.join(allowed)}")
     return mode
+
+
+def _sifting_mode(v: Any) -> str:
+    """``sifting`` option: ``auto`` (LPs of at least ``SIFT_ABOVE`` columns), ``on``, ``off``."""
+    return _mode("sifting", v, SIFTING)
 
 
 def _schur_mode(v: Any) -> str:
     """``schur`` option: ``auto`` (interior points of LPs of at least ``SCHUR_ABOVE`` columns), ``on``,
     ``off``."""
-    mode = _on_off(v)
-    if mode not in SCHUR:
-        from fairalloc.errors import ParameterError
-
-        raise ParameterError(f"solver option schur={v!r}: expected one of {', '.join(SCHUR)}")
-    return mode
+    return _mode("schur", v, SCHUR)
 
 
 def _best_of_each_row(S: sp.csr_array, key: np.ndarray, k: int | np.ndarray) -> np.ndarray:

@@ -106,7 +106,7 @@ def _same(a, b, tol: float = 1e-6) -> None:
     assert np.abs(A - B).max() <= tol * max(1.0, float(np.abs(B).max()))
 
 
-def _count_optimal(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _schur_statuses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Statuses of the SchurIPM solves from now on."""
     seen: list[str] = []
     orig = S.SchurIPM.solve
@@ -125,7 +125,7 @@ def _count_optimal(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_progressive_filling_same_allocation_with_and_without(seed: int, mech: str,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     inst = _instance(seed)
-    seen = _count_optimal(monkeypatch)
+    seen = _schur_statuses(monkeypatch)
     a = solve(inst, mech, solver_options={"interior": "on", "schur": "on"})
     assert seen and set(seen) == {"optimal"}  # every round by the Schur-complement IPM
     seen.clear()
@@ -152,7 +152,7 @@ def test_tiebreak_pool_from_the_interior_point_gives_the_same_vertex(monkeypatch
     # sift every tie-break (it does from SIFT_ABOVE columns): with interior rounds the model's point is
     # dense, so the pool comes from the tie-break LP's own interior point
     monkeypatch.setattr(canonical, "SIFT_ABOVE", 0)
-    seen = _count_optimal(monkeypatch)
+    seen = _schur_statuses(monkeypatch)
     for seed in (0, 2):
         inst = _instance(seed)
         monkeypatch.setattr(canonical, "SIFT_ABOVE", 10**9)
