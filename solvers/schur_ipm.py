@@ -147,12 +147,16 @@ class SchurIPM:
             z[n:] = np.clip(r0, np.where(lo_s > -INF, lo_s + inner, -np.inf),
                             np.where(up_s < INF, up_s - inner, np.inf))
         scale_c = max(1.0, float(np.abs(cbar).max(initial=0.0)))
+        # lower bounds are on (nearly) every column: their slacks and multipliers are full-length, 1 and
+        # 0 where there is none (so that they drop out of every sum and ratio); upper bounds are on
+        # few (the rows' activities): theirs are held only at iu
+        iu = np.flatnonzero(hasu)
         v = np.where(hasl, scale_c, 0.0)
-        p = np.where(hasu, scale_c, 0.0)
+        p = np.full(iu.size, scale_c)
         y = np.zeros(mk)
-        nb = int(hasl.sum() + hasu.sum())
+        nb = int(hasl.sum() + iu.size)
         absA = abs(Abar)
-        lo_f, up_f = np.where(hasl, lo, 0.0), np.where(hasu, up, 0.0)
+        lo_f, up_u = np.where(hasl, lo, 0.0), up[iu]
         cnorm = 1.0 + float(np.abs(cbar).max(initial=0.0))
         status = "iteration_limit"
         best: tuple[float, Any, Any] = (np.inf, None, None)
@@ -162,20 +166,22 @@ class SchurIPM:
         # the bounds' slacks are iterates of their own (z − l − s = 0 and u − z − q = 0 as residuals):
         # recomputed as z − l they would lose their digits to cancellation once far below |z|
         s = np.where(hasl, z - lo, 1.0)
-        q = np.where(hasu, up - z, 1.0)
+        q = up_u - z[iu]
         for it in range(self.MAX_ITER + 1):
             rlb = np.where(hasl, z - lo - s, 0.0)
-            rub = np.where(hasu, up - z - q, 0.0)
+            rub = up_u - z[iu] - q
             rp = b - Abar @ z
-            rd = np.where(fixed, 0.0, cbar - AbarT @ y - v + p)  # a fixed column's reduced cost is free
-            mu = (float((s * v)[hasl].sum()) + float((q * p)[hasu].sum())) / max(nb, 1)
+            rd = cbar - AbarT @ y - v
+            rd[iu] += p
+            rd[fixed] = 0.0  # a fixed column's reduced cost is free
+            mu = (float(s @ v) + float(q @ p)) / max(nb, 1)
             obj = float(cbar @ z)
             # each row's residual relative to its own size (1 + |b_i| + Σ_j |a_ij z_j|): a row of 10⁵
             # terms (a link every user needs) is held to the same relative precision as the others
             row_size = 1.0 + np.abs(b) + absA @ np.abs(z)
             pinf = max(float((np.abs(rp) / row_size).max(initial=0.0)),
                        float((np.abs(rlb) / (1.0 + np.abs(lo_f))).max(initial=0.0)),
-                       float((np.abs(rub) / (1.0 + np.abs(up_f))).max(initial=0.0)))
+                       float((np.abs(rub) / (1.0 + np.abs(up_u))).max(initial=0.0)))
             dinf = float(np.abs(rd).max(initial=0.0)) / cnorm
             gap = mu * nb / (1.0 + abs(obj))
             log.debug("schur ipm %d: obj %.12g pinf %.2e dinf %.2e gap %.2e", it, obj, pinf, dinf, gap)
@@ -204,31 +210,31 @@ class SchurIPM:
                 status = "time_limit"
                 break
             tl = time.perf_counter()
+            d = v / s  # 0 without a lower bound
+            d[iu] += p / q
+            d[free] = FREE_REG
             with np.errstate(divide="ignore"):
-                theta = 1.0 / (np.where(hasl, v / s, 0.0) + np.where(hasu, p / q, 0.0)
-                               + np.where(free, FREE_REG, 0.0))
+                theta = 1.0 / d
             theta[fixed] = 0.0
-            solve_M = normal.factor(theta[nd], theta[dense], V)
+            M = normal.factor(theta[nd], theta[dense], V)
             t_lin += time.perf_counter() - tl
 
-            it_ = _Iterate(hasl, hasu, s, q, v, p, rlb, rub, rp, rd, theta)
-            dz, dy, dv, dp, ds, dq = it_.direction(solve_M, Abar, AbarT, np.where(hasl, -s * v, 0.0),
-                                                   np.where(hasu, -q * p, 0.0), self.REFINE)
+            it_ = _Iterate(hasl, iu, s, q, v, p, rlb, rub, rp, rd, theta)
+            dz, dy, dv, dp, ds, dq = it_.direction(M, Abar, AbarT, -s * v, -q * p, self.REFINE)
             ap, ad = it_.steps(dv, dp, ds, dq)
-            mu_aff = (float(((s + ap * ds) * (v + ad * dv))[hasl].sum())
-                      + float(((q + ap * dq) * (p + ad * dp))[hasu].sum())) / max(nb, 1)
+            mu_aff = (float((s + ap * ds) @ (v + ad * dv))
+                      + float((q + ap * dq) @ (p + ad * dp))) / max(nb, 1)
             sigma = min(1.0, (mu_aff / mu) ** 3) if mu > 0 else 0.0
-            dz, dy, dv, dp, ds, dq = it_.direction(
-                solve_M, Abar, AbarT, np.where(hasl, sigma * mu - s * v - ds * dv, 0.0),
-                np.where(hasu, sigma * mu - q * p - dq * dp, 0.0), self.REFINE)
+            dz, dy, dv, dp, ds, dq = it_.direction(M, Abar, AbarT, sigma * mu - s * v - ds * dv,
+                                                   sigma * mu - q * p - dq * dp, self.REFINE)
             ap, ad = it_.steps(dv, dp, ds, dq)
             ap, ad = self.STEP * ap, self.STEP * ad
             z = z + ap * dz
-            s = np.where(hasl, s + ap * ds, 1.0)
-            q = np.where(hasu, q + ap * dq, 1.0)
+            s = s + ap * ds  # ds and dv are 0 without a lower bound: s stays 1 and v 0 there
+            q = q + ap * dq
             y = y + ad * dy
-            v = np.where(hasl, v + ad * dv, 0.0)
-            p = np.where(hasu, p + ad * dp, 0.0)
+            v = v + ad * dv
+            p = p + ad * dp
         if status != "optimal" and best[1] is not None:
             z, y = best[1], best[2]
         x = z[:n]
@@ -247,11 +253,13 @@ class SchurIPM:
 
 class _Normal:
     """``Ā Θ Āᵀ`` of the non-dense columns in blocks — the diagonal rows' diagonal ``D``, the coupling
-    block ``M_GG`` and ``M_GU`` — accumulated from index arrays built once (every product is a
-    ``bincount``), and a solver for the whole matrix (:meth:`factor`)."""
+    block ``M_GG`` and ``M_GU`` — accumulated from index arrays built once (a ``bincount`` each, and
+    one sparse product for ``M_GG``), and a solver for the whole matrix (:meth:`factor`)."""
 
     def __init__(self, A: sp.csc_array, Urows: np.ndarray, Grows: np.ndarray) -> None:
         mk, n = A.shape
+        if not A.has_sorted_indices:
+            A = A.sorted_indices()
         self.mk, self.Urows, self.Grows = mk, Urows, Grows
         nU, nG = Urows.size, Grows.size
         self.nU, self.nG = nU, nG
@@ -273,26 +281,37 @@ class _Normal:
         self.gu_idx = local[row[g]] * nU + self.urow[col[g]]
         self.gu_col, self.gu_val = col[g], val[g] * self.uval[col[g]]
         # M_GG[g1, g2] += a_g1j θ_j a_g2j over pairs of coupling entries in one column (its lower
-        # triangle, g1 ≥ g2: all that the Cholesky factor reads)
+        # triangle, g1 ≥ g2: all that the Cholesky factor reads). The pairs are a sparse matrix P from
+        # the columns' θ to the few entries of M_GG they reach (3 585 of 1 025² at 2 048 × 256), so
+        # that M_GG is one product P θ: column-wise, θ read in order, the sums kept in cache
         G = ~u
-        gc, gr, gv = col[G], local[row[G]], val[G]  # sorted by column (CSC order)
+        gc, gr, gv = col[G], local[row[G]], val[G]  # by column, rows ascending within one (CSC order)
         start = np.searchsorted(gc, np.arange(n + 1))
         cnt = np.diff(start)
-        idx, pc, pv = [], [], []
+        tgt, pv, cols_, npair = [], [], [], []
         for k in np.unique(cnt[cnt > 0]):
             cols = np.flatnonzero(cnt == k)
             pos = start[cols][:, None] + np.arange(k)[None, :]  # (columns, k) entry positions
             r, v_ = gr[pos], gv[pos]
-            i1, i2 = np.triu_indices(k)
-            idx.append((np.maximum(r[:, i1], r[:, i2]) * nG + np.minimum(r[:, i1], r[:, i2])).ravel())
-            pc.append(np.repeat(cols, i1.size))
+            i1, i2 = np.triu_indices(k)  # i1 ≤ i2, so r[:, i2] ≥ r[:, i1]: row and column in the triangle
+            tgt.append((r[:, i2] * nG + r[:, i1]).ravel())
             pv.append((v_[:, i1] * v_[:, i2]).ravel())
-        # 32-bit indices (nG² ≤ MAX_COUPLING² < 2³¹): 4.6·10⁶ pairs at 2 048 × 256
-        self.gg_idx = np.concatenate(idx).astype(np.int32) if idx else np.zeros(0, np.int32)
-        self.gg_col = np.concatenate(pc).astype(np.int32) if pc else np.zeros(0, np.int32)
-        self.gg_val = np.concatenate(pv) if pv else np.zeros(0)
+            cols_.append(cols)
+            npair.append(np.full(cols.size, i1.size))
+        self.gg_cols = np.concatenate(cols_) if cols_ else np.zeros(0, np.int64)  # P's columns: these θ
+        if tgt:
+            tgt_ = np.concatenate(tgt)
+            seen = np.zeros(nG * nG, bool)
+            seen[tgt_] = True
+            self.gg_targets = np.flatnonzero(seen)  # P's rows: these entries of M_GG (flat)
+            ids = (np.cumsum(seen) - 1).astype(np.int32)
+            indptr = np.concatenate([[0], np.cumsum(np.concatenate(npair))])
+            self.P = sp.csc_array((np.concatenate(pv), ids[tgt_], indptr),
+                                  shape=(self.gg_targets.size, self.gg_cols.size))
+        else:
+            self.gg_targets, self.P = np.zeros(0, np.int64), None
 
-    def factor(self, th: np.ndarray, th_dense: np.ndarray, V: np.ndarray) -> Any:
+    def factor(self, th: np.ndarray, th_dense: np.ndarray, V: np.ndarray) -> _Factored:
         """A solver for ``Ā Θ Āᵀ w = r``: the diagonal block eliminated, the Schur complement over the
         coupling rows factored by Cholesky, the dense columns (``V``, ``Θ`` = ``th_dense``) added by
         Woodbury."""
@@ -303,7 +322,14 @@ class _Normal:
         if nG:
             MGU = np.bincount(self.gu_idx, weights=self.gu_val * th[self.gu_col], minlength=nG * nU)
             MGU = MGU.reshape(nG, nU)
-            MGG = np.bincount(self.gg_idx, weights=self.gg_val * th[self.gg_col], minlength=nG * nG)
+            MGG = np.zeros(nG * nG)
+            if self.P is not None:
+                gg = self.P @ th[self.gg_cols]
+                MGG[self.gg_targets] = gg
+                low = sp.csr_array((gg, np.divmod(self.gg_targets, nG)), shape=(nG, nG))
+                Gsym = low + low.T - sp.diags_array(low.diagonal())  # M_GG itself, for mul
+            else:
+                Gsym = sp.csr_array((nG, nG))
             # the lower triangle of S = M_GG − M_GU D⁻¹ M_UG, by a symmetric rank-k update
             Sc = blas.dsyrk(-1.0, MGU * np.sqrt(Dinv), beta=1.0, c=MGG.reshape(nG, nG), lower=1,
                             overwrite_c=1)
@@ -333,8 +359,22 @@ class _Normal:
             w[Urows], w[Grows] = Dinv * (rU - MGU.T @ wG), wG
             return w
 
+        def mul(w: np.ndarray) -> np.ndarray:
+            """``Ā Θ Āᵀ w`` from the blocks: the residual iterative refinement corrects (a few dense
+            products of the coupling rows' size, not two passes over ``Ā``)."""
+            out = np.empty(self.mk)
+            wU = w[Urows]
+            out[Urows] = DU * wU
+            if nG:
+                wG = w[Grows]
+                out[Urows] += MGU.T @ wG
+                out[Grows] = MGU @ wU + Gsym @ wG
+            if th_dense.size:
+                out += V @ (th_dense * (V.T @ w))
+            return out
+
         if not th_dense.size:
-            return solve0
+            return _Factored(solve0, mul)
         Z = np.column_stack([solve0(V[:, k]) for k in range(V.shape[1])])
         C = np.diag(1.0 / th_dense) + V.T @ Z
         Cf = sla.lu_factor(C, check_finite=False)
@@ -343,16 +383,24 @@ class _Normal:
             w = solve0(r)
             return w - Z @ sla.lu_solve(Cf, V.T @ w, check_finite=False)
 
-        return solve
+        return _Factored(solve, mul)
+
+
+class _Factored(NamedTuple):
+    """The normal matrix factored: ``solve(r)`` for ``w`` in ``Ā Θ Āᵀ w = r``, and ``mul(w)``."""
+
+    solve: Any
+    mul: Any
 
 
 class _Iterate(NamedTuple):
-    """One iterate's bound masks, slacks, multipliers, residuals and ``Θ``: the Newton direction
+    """One iterate's lower-bound mask, upper-bounded columns ``iu``, slacks, multipliers, residuals and
+    ``Θ`` (the lower bounds' arrays full-length, the upper bounds' at ``iu``): the Newton direction
     (predictor or corrector, by the complementarity right-hand sides ``rl``, ``ru``) and the step
     lengths to the boundary."""
 
     hasl: np.ndarray
-    hasu: np.ndarray
+    iu: np.ndarray
     s: np.ndarray
     q: np.ndarray
     v: np.ndarray
@@ -363,26 +411,26 @@ class _Iterate(NamedTuple):
     rd: np.ndarray
     theta: np.ndarray
 
-    def direction(self, solve_M: Any, Abar: Any, AbarT: Any, rl: np.ndarray, ru: np.ndarray,
+    def direction(self, M: _Factored, Abar: Any, AbarT: Any, rl: np.ndarray, ru: np.ndarray,
                   refine: int) -> tuple[np.ndarray, ...]:
-        hasl, hasu, s, q, v, p, theta = self.hasl, self.hasu, self.s, self.q, self.v, self.p, self.theta
-        g = (np.where(hasl, (rl - v * self.rlb) / s, 0.0) - np.where(hasu, (ru - p * self.rub) / q, 0.0)
-             - self.rd)
+        hasl, iu, s, q, v, p, theta = self.hasl, self.iu, self.s, self.q, self.v, self.p, self.theta
+        g = np.where(hasl, (rl - v * self.rlb) / s, 0.0) - self.rd
+        g[iu] -= (ru - p * self.rub) / q
         rhs = self.rp - Abar @ (theta * g)
-        dy = solve_M(rhs)
+        dy = M.solve(rhs)
         for _ in range(refine):  # iterative refinement against the normal matrix
-            dy = dy + solve_M(rhs - Abar @ (theta * (AbarT @ dy)))
+            dy = dy + M.solve(rhs - M.mul(dy))
         dz = theta * (AbarT @ dy + g)
         ds = np.where(hasl, dz + self.rlb, 0.0)
-        dq = np.where(hasu, self.rub - dz, 0.0)
+        dq = self.rub - dz[iu]
         dv = np.where(hasl, (rl - v * ds) / s, 0.0)
-        dp = np.where(hasu, (ru - p * dq) / q, 0.0)
+        dp = (ru - p * dq) / q
         return dz, dy, dv, dp, ds, dq
 
     def steps(self, dv: np.ndarray, dp: np.ndarray, ds: np.ndarray, dq: np.ndarray) -> tuple[float, float]:
-        hasl, hasu = self.hasl, self.hasu
-        ap = min(_ratio(self.s[hasl], ds[hasl]), _ratio(self.q[hasu], dq[hasu]))
-        ad = min(_ratio(self.v[hasl], dv[hasl]), _ratio(self.p[hasu], dp[hasu]))
+        # without a lower bound s = 1, v = 0 and ds = dv = 0: no ratio there
+        ap = min(_ratio(self.s, ds), _ratio(self.q, dq))
+        ad = min(_ratio(self.v, dv), _ratio(self.p, dp))
         return ap, ad
 
 
