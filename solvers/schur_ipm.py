@@ -84,7 +84,8 @@ class SchurIPM:
 
     MAX_ITER = 200
     STEP = 0.995  # fraction of the step to the boundary
-    REFINE = 2  # iterative refinement steps of each normal-equations solve
+    REFINE = 2  # most steps of iterative refinement of a normal-equations solve (:func:`_refined`)
+    START = "mehrotra"  # or "plain" (:func:`_plain_start`)
     STALL = 5  # iterations with the gap within tolerance and the rows not before giving up
 
     def __init__(self, L: dict[str, Any], tol_feas: float = 1e-9, tol_gap: float = 1e-10) -> None:
@@ -132,28 +133,10 @@ class SchurIPM:
         nd = np.flatnonzero(~is_dense)
         normal = _Normal(sp.csc_array(Abar[:, nd]), Urows, Grows)
         V = Abar[:, dense].toarray() if dense.size else np.zeros((mk, 0))
-        # start: mid-way in a box, one unit inside a one-sided bound, 0 if free; rows' activities clipped
-        # into their bounds (mid-way if narrower than 2); the multipliers at the largest cost (at least 1)
-        with np.errstate(invalid="ignore"):
-            z = np.where(hasl & hasu, 0.5 * (lo + up),
-                         np.where(hasl, lo + 1.0, np.where(hasu, up - 1.0, 0.0)))
-        z[fixed] = lo[fixed]
-        if ns:
-            act = Ak @ z[:n]
-            r0 = act[srow]
-            lo_s, up_s = lo[n:], up[n:]
-            width = up_s - lo_s
-            inner = np.where(np.isfinite(width) & (width < 2.0), 0.5 * width, 1.0)
-            z[n:] = np.clip(r0, np.where(lo_s > -INF, lo_s + inner, -np.inf),
-                            np.where(up_s < INF, up_s - inner, np.inf))
-        scale_c = max(1.0, float(np.abs(cbar).max(initial=0.0)))
         # lower bounds are on (nearly) every column: their slacks and multipliers are full-length, 1 and
         # 0 where there is none (so that they drop out of every sum and ratio); upper bounds are on
         # few (the rows' activities): theirs are held only at iu
         iu = np.flatnonzero(hasu)
-        v = np.where(hasl, scale_c, 0.0)
-        p = np.full(iu.size, scale_c)
-        y = np.zeros(mk)
         nb = int(hasl.sum() + iu.size)
         absA = abs(Abar)
         lo_f, up_u = np.where(hasl, lo, 0.0), up[iu]
@@ -165,8 +148,12 @@ class SchurIPM:
         t_lin = 0.0
         # the bounds' slacks are iterates of their own (z − l − s = 0 and u − z − q = 0 as residuals):
         # recomputed as z − l they would lose their digits to cancellation once far below |z|
-        s = np.where(hasl, z - lo, 1.0)
-        q = up_u - z[iu]
+        start = (_mehrotra_start(normal, nd, dense, V, Abar, AbarT, b, cbar, lo, up, hasl, hasu, fixed)
+                 if self.START == "mehrotra" else None)
+        start_name = "mehrotra" if start is not None else "plain"
+        if start is None:
+            start = _plain_start(Ak, n, srow, cbar, lo, up, hasl, hasu, fixed)
+        z, s, q, v, p, y = start
         for it in range(self.MAX_ITER + 1):
             rlb = np.where(hasl, z - lo - s, 0.0)
             rub = up_u - z[iu] - q
@@ -243,12 +230,87 @@ class SchurIPM:
         col_dual = sgn * (cbar[:n] - Ak.T @ y)
         self.stats = {"iterations": it, "seconds": time.perf_counter() - t0, "linear_algebra_seconds": t_lin,
                       "coupling_rows": int(Grows.size), "diagonal_rows": int(Urows.size),
-                      "dense_columns": int(dense.size)}
+                      "dense_columns": int(dense.size), "start": start_name}
         log.debug("schur ipm: %s after %d iterations, %.3f s (%.3f s in the normal equations; %d "
                   "coupling rows, %d diagonal, %d dense columns)", status, it, self.stats["seconds"], t_lin,
                   Grows.size, Urows.size, dense.size)
         return {"status": status, "x": x, "row_value": A @ x, "row_dual": row_dual, "col_dual": col_dual,
                 "objective": float(np.asarray(L["c"], float) @ x + L.get("offset", 0.0)), "iterations": it}
+
+
+def _mehrotra_start(normal: _Normal, nd: np.ndarray, dense: np.ndarray, V: np.ndarray, Abar: sp.csc_array,
+                    AbarT: sp.csr_array, b: np.ndarray, cbar: np.ndarray, lo: np.ndarray, up: np.ndarray,
+                    hasl: np.ndarray, hasu: np.ndarray, fixed: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """Mehrotra's starting point (Mehrotra 1992, SIAM J. Optim. 2(4), §7), ``(z, s, q, v, p, y)``, or
+    None when it is not finite or not interior.
+
+    In the bounds' slacks ``w`` (``z = l + w``; ``z = u − w`` with an upper bound only; ``z = w`` if
+    free) the LP is ``Ā′ w = b − Ā z_b`` with ``Ā′ = Ā Σ``, ``Σ = ±1``, and ``Ā′ Ā′ᵀ = Ā Āᵀ``: the
+    normal matrix at ``Θ = I`` (0 for fixed columns), factored once. ``w̃`` is the least-norm solution,
+    ``ỹ`` the least-squares multipliers of the cost and ``r̃ = Σ (c̄ − Āᵀ ỹ)`` the dual slacks; both are
+    shifted to be positive (1.5 times the most negative entry), then by ``½ w·r / Σr`` and ``½ w·r /
+    Σw`` so that no product ``w_j r_j`` is far from the others. A box's other slack is its distance to
+    the upper bound (the point clipped a tenth of the width inside), with the multiplier that makes its
+    product the average one. On progressive filling's rounds (2 048 × 256 mixed, round 2) this took 13
+    iterations against 26 from :func:`_plain_start`: the plain start puts every allocation at 1, a
+    thousand times the optimum's, and the first iterations only shrink it."""
+    free = ~hasl & ~hasu & ~fixed
+    bounded = hasl | hasu
+    if not bounded.any():
+        return None
+    sig = np.where(hasl | free, 1.0, -1.0)
+    zb = np.where(hasl | fixed, lo, np.where(hasu, up, 0.0))
+    th = np.where(fixed, 0.0, 1.0)
+    M = normal.factor(th[nd], th[dense], V)
+    w = sig * (AbarT @ M.solve(b - Abar @ zb))
+    y = M.solve(Abar @ (th * cbar))
+    r = sig * (cbar - AbarT @ y)
+    w[fixed] = 0.0
+    if not (np.isfinite(w).all() and np.isfinite(r).all() and np.isfinite(y).all()):
+        return None
+    wb, rb = w[bounded], r[bounded]
+    wb = wb + max(-1.5 * float(wb.min()), 0.0)
+    rb = rb + max(-1.5 * float(rb.min()), 0.0)
+    prod, sw, sr = float(wb @ rb), float(wb.sum()), float(rb.sum())
+    wb = wb + (0.5 * prod / sr if sr > 0 else 0.0)
+    rb = rb + (0.5 * prod / sw if sw > 0 else 0.0)
+    if not ((wb > 0).all() and (rb > 0).all()):
+        return None
+    w[bounded], r[bounded] = wb, rb
+    z = zb + sig * w
+    box = hasl & hasu
+    width = np.where(box, up - lo, 0.0)
+    z[box] = np.clip(z[box], lo[box] + 0.1 * width[box], up[box] - 0.1 * width[box])
+    iu = np.flatnonzero(hasu)
+    s = np.where(hasl, z - lo, 1.0)
+    q = up[iu] - z[iu]
+    v = np.where(hasl, r, 0.0)
+    mu = float(wb @ rb) / wb.size
+    p = np.where(hasl[iu], mu / q, r[iu])
+    return z, s, q, v, p, y
+
+
+def _plain_start(Ak: sp.csc_array, n: int, srow: np.ndarray, cbar: np.ndarray, lo: np.ndarray,
+                 up: np.ndarray, hasl: np.ndarray, hasu: np.ndarray,
+                 fixed: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The start when :func:`_mehrotra_start` has none: mid-way in a box, one unit inside a one-sided
+    bound, 0 if free; the rows' activities clipped into their bounds (mid-way if narrower than 2); the
+    multipliers at the largest cost (at least 1)."""
+    with np.errstate(invalid="ignore"):
+        z = np.where(hasl & hasu, 0.5 * (lo + up),
+                     np.where(hasl, lo + 1.0, np.where(hasu, up - 1.0, 0.0)))
+    z[fixed] = lo[fixed]
+    if srow.size:
+        r0 = (Ak @ z[:n])[srow]
+        lo_s, up_s = lo[n:], up[n:]
+        width = up_s - lo_s
+        inner = np.where(np.isfinite(width) & (width < 2.0), 0.5 * width, 1.0)
+        z[n:] = np.clip(r0, np.where(lo_s > -INF, lo_s + inner, -np.inf),
+                        np.where(up_s < INF, up_s - inner, np.inf))
+    scale_c = max(1.0, float(np.abs(cbar).max(initial=0.0)))
+    iu = np.flatnonzero(hasu)
+    return (z, np.where(hasl, z - lo, 1.0), up[iu] - z[iu], np.where(hasl, scale_c, 0.0),
+            np.full(iu.size, scale_c), np.zeros(Ak.shape[0]))
 
 
 class _Normal:
@@ -339,6 +401,7 @@ class _Normal:
             for rel in (1e-14, 1e-12, 1e-10):
                 try:
                     F = sla.cho_factor(Sc + rel * dmax * np.eye(nG), lower=True, check_finite=False)
+                    log.debug("schur ipm: Cholesky with shift %.0e", rel)
                     break
                 except np.linalg.LinAlgError:
                     continue
@@ -417,9 +480,7 @@ class _Iterate(NamedTuple):
         g = np.where(hasl, (rl - v * self.rlb) / s, 0.0) - self.rd
         g[iu] -= (ru - p * self.rub) / q
         rhs = self.rp - Abar @ (theta * g)
-        dy = M.solve(rhs)
-        for _ in range(refine):  # iterative refinement against the normal matrix
-            dy = dy + M.solve(rhs - M.mul(dy))
+        dy = _refined(M, rhs, refine)
         dz = theta * (AbarT @ dy + g)
         ds = np.where(hasl, dz + self.rlb, 0.0)
         dq = self.rub - dz[iu]
@@ -432,6 +493,19 @@ class _Iterate(NamedTuple):
         ap = min(_ratio(self.s, ds), _ratio(self.q, dq))
         ad = min(_ratio(self.v, dv), _ratio(self.p, dp))
         return ap, ad
+
+
+def _refined(M: _Factored, rhs: np.ndarray, most: int, tol: float = 1e-12) -> np.ndarray:
+    """``Ā Θ Āᵀ w = rhs`` by the factor and up to ``most`` steps of iterative refinement, stopping once
+    the residual is within ``tol`` of ``rhs`` (largest entries): most iterations need none."""
+    w = M.solve(rhs)
+    lim = tol * float(np.abs(rhs).max(initial=0.0))
+    for _ in range(most):
+        res = rhs - M.mul(w)
+        if float(np.abs(res).max(initial=0.0)) <= lim:
+            break
+        w = w + M.solve(res)
+    return w
 
 
 def _ratio(v: np.ndarray, dv: np.ndarray) -> float:

@@ -70,11 +70,15 @@ def _highs(L: dict) -> tuple[float, str]:
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("maximize", [True, False])
-def test_schur_ipm_matches_highs_and_certifies(seed: int, maximize: bool) -> None:
+@pytest.mark.parametrize("start", ["mehrotra", "plain"])
+def test_schur_ipm_matches_highs_and_certifies(seed: int, maximize: bool, start: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     L = _lp(seed, maximize)
+    monkeypatch.setattr(S.SchurIPM, "START", start)
     ipm = S.SchurIPM(L)
     res = ipm.solve()
     assert res is not None and res["status"] == "optimal"
+    assert ipm.stats["start"] == start  # Mehrotra's start exists on these LPs: it is what was tested
     assert ipm.stats["dense_columns"] == 1 and ipm.stats["coupling_rows"] == 8  # the free row dropped
     obj, msg = _highs(L)
     assert msg == "Optimal"
