@@ -84,7 +84,7 @@ SUPPORT_PER_ROW = 8
 # the IPM's tolerances for that point (feasibility, gap): the pool needs only which columns are large.
 # At 2 048 × 256 mixed the pool from a 10⁻⁴ point held the vertex's support (one restricted solve, the
 # same vertex) after 18 iterations, against 27 at 10⁻⁶/10⁻⁸
-POOL_TOL = (1e-4, 1e-4)
+POOL_TOL = (1e-3, 1e-3)
 
 
 class ColumnScale(Mapping[Any, tuple[float, float]]):

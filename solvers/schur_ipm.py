@@ -86,6 +86,7 @@ class SchurIPM:
     STEP = 0.995  # fraction of the step to the boundary
     REFINE = 2  # most steps of iterative refinement of a normal-equations solve (:func:`_refined`)
     START = "mehrotra"  # or "plain" (:func:`_plain_start`)
+    SLOW_START, SLOW_STEP = 3, 0.01  # a start whose first 3 steps are all below 1 % is left (starts())
     STALL = 5  # iterations with the gap within tolerance and the rows not before giving up
 
     def __init__(self, L: dict[str, Any], tol_feas: float = 1e-9, tol_gap: float = 1e-10) -> None:
@@ -146,15 +147,31 @@ class SchurIPM:
         stall = 0
         it = 0
         t_lin = 0.0
+
+        def starts() -> Any:
+            """The starts in the order tried: Mehrotra's; his primal point with the plain start's
+            multipliers; the plain start. Each is left for the next when it is not finite, or when
+            the steps from it stay below ``SLOW_STEP`` for ``SLOW_START`` iterations."""
+            if self.START == "mehrotra":
+                for name, duals in (("mehrotra", True), ("mehrotra-primal", False)):
+                    st = _mehrotra_start(normal, nd, dense, V, Abar, AbarT, b, cbar, lo, up, hasl, hasu,
+                                         fixed, duals)
+                    if st is not None:
+                        yield name, st
+            yield "plain", _plain_start(Ak, n, srow, cbar, lo, up, hasl, hasu, fixed)
+
         # the bounds' slacks are iterates of their own (z − l − s = 0 and u − z − q = 0 as residuals):
         # recomputed as z − l they would lose their digits to cancellation once far below |z|
-        start = (_mehrotra_start(normal, nd, dense, V, Abar, AbarT, b, cbar, lo, up, hasl, hasu, fixed)
-                 if self.START == "mehrotra" else None)
-        start_name = "mehrotra" if start is not None else "plain"
-        if start is None:
-            start = _plain_start(Ak, n, srow, cbar, lo, up, hasl, hasu, fixed)
-        z, s, q, v, p, y = start
+        tried = starts()
+        start_name, (z, s, q, v, p, y) = next(tried)
+        ap = ad = float("nan")
+        slow = it0 = 0
         for it in range(self.MAX_ITER + 1):
+            if slow >= self.SLOW_START and start_name != "plain":
+                log.debug("schur ipm: steps below %g for %d iterations from the %s start; the next start",
+                          self.SLOW_STEP, slow, start_name)
+                start_name, (z, s, q, v, p, y) = next(tried)
+                slow, it0 = 0, it
             rlb = np.where(hasl, z - lo - s, 0.0)
             rub = up_u - z[iu] - q
             rp = b - Abar @ z
@@ -171,7 +188,8 @@ class SchurIPM:
                        float((np.abs(rub) / (1.0 + np.abs(up_u))).max(initial=0.0)))
             dinf = float(np.abs(rd).max(initial=0.0)) / cnorm
             gap = mu * nb / (1.0 + abs(obj))
-            log.debug("schur ipm %d: obj %.12g pinf %.2e dinf %.2e gap %.2e", it, obj, pinf, dinf, gap)
+            log.debug("schur ipm %d: obj %.12g pinf %.2e dinf %.2e gap %.2e (steps %.2g, %.2g)", it, obj,
+                      pinf, dinf, gap, ap, ad)
             if pinf <= self.tol_feas and dinf <= self.tol_feas and gap <= self.tol_gap:
                 status = "optimal"
                 break
@@ -216,6 +234,10 @@ class SchurIPM:
                                                    sigma * mu - q * p - dq * dp, self.REFINE)
             ap, ad = it_.steps(dv, dp, ds, dq)
             ap, ad = self.STEP * ap, self.STEP * ad
+            # a start the method cannot leave (steps of 10⁻⁴…10⁻⁷ from Mehrotra's on tsf's round 2 at
+            # 2 048 × 256 mixed) is dropped: every step from it so far was short
+            if slow == it - it0 and max(ap, ad) < self.SLOW_STEP:
+                slow += 1
             z = z + ap * dz
             s = s + ap * ds  # ds and dv are 0 without a lower bound: s stays 1 and v 0 there
             q = q + ap * dq
@@ -240,7 +262,8 @@ class SchurIPM:
 
 def _mehrotra_start(normal: _Normal, nd: np.ndarray, dense: np.ndarray, V: np.ndarray, Abar: sp.csc_array,
                     AbarT: sp.csr_array, b: np.ndarray, cbar: np.ndarray, lo: np.ndarray, up: np.ndarray,
-                    hasl: np.ndarray, hasu: np.ndarray, fixed: np.ndarray) -> tuple[np.ndarray, ...] | None:
+                    hasl: np.ndarray, hasu: np.ndarray, fixed: np.ndarray,
+                    duals: bool = True) -> tuple[np.ndarray, ...] | None:
     """Mehrotra's starting point (Mehrotra 1992, SIAM J. Optim. 2(4), §7), ``(z, s, q, v, p, y)``, or
     None when it is not finite or not interior.
 
@@ -276,6 +299,9 @@ def _mehrotra_start(normal: _Normal, nd: np.ndarray, dense: np.ndarray, V: np.nd
     rb = rb + (0.5 * prod / sw if sw > 0 else 0.0)
     if not ((wb > 0).all() and (rb > 0).all()):
         return None
+    if not duals:  # the plain start's multipliers (the largest cost, at least 1)
+        rb = np.full(wb.size, max(1.0, float(np.abs(cbar).max(initial=0.0))))
+        y = np.zeros_like(y)
     w[bounded], r[bounded] = wb, rb
     z = zb + sig * w
     box = hasl & hasu
@@ -401,7 +427,8 @@ class _Normal:
             for rel in (1e-14, 1e-12, 1e-10):
                 try:
                     F = sla.cho_factor(Sc + rel * dmax * np.eye(nG), lower=True, check_finite=False)
-                    log.debug("schur ipm: Cholesky with shift %.0e", rel)
+                    if rel > 1e-14:
+                        log.debug("schur ipm: Cholesky of the complement with a shift of %.0e", rel)
                     break
                 except np.linalg.LinAlgError:
                     continue

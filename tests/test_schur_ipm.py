@@ -90,6 +90,19 @@ def test_schur_ipm_matches_highs_and_certifies(seed: int, maximize: bool, start:
     assert k["relative"] <= 1e-7, k
 
 
+def test_a_start_it_cannot_leave_is_dropped_for_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every step counts as short: Mehrotra's start, then his primal point, are each left after
+    # SLOW_START iterations, and the plain start (never left) still reaches HiGHS's optimum
+    L = _lp(1, True)
+    monkeypatch.setattr(S.SchurIPM, "SLOW_STEP", 2.0)
+    ipm = S.SchurIPM(L)
+    res = ipm.solve()
+    assert res is not None and res["status"] == "optimal" and ipm.stats["start"] == "plain"
+    assert res["iterations"] > 2 * S.SchurIPM.SLOW_START
+    obj, _ = _highs(L)
+    assert abs(res["objective"] - obj) <= 1e-8 * max(1.0, abs(obj))
+
+
 def test_no_structure_no_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     L = _lp(0, True)
     monkeypatch.setattr(S, "MAX_COUPLING", 3)  # more coupling rows than allowed: not its shape
