@@ -201,7 +201,7 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
     ``canonical`` (a map ``{x[n,i]: (η_n, h[n,i])}``, :func:`~fairalloc.models.feasible.allocation_scale`)
     replaces the last LP's vertex by the canonical point of the leximin face: every user held at its
     level by its ``floor`` and a ``ceiling`` row (exactly at the level; where the solver's levels are
-    inconsistent by its tolerance, at each level less 1e-9, 1e-8, 1e-7 of it in turn, :data:`SHRINKS`,
+    inconsistent by its tolerance, at each level less 1e-10 … 1e-7 of it in turn, :data:`SHRINKS`,
     and last between the rounds' floors and the levels), the vertex of what is left maximising
     ``Σ h[n,i]·x[n,i]/X_n`` with ``h`` a hash of the names (:mod:`fairalloc.solvers.canonical`) and
     ``X_n`` the user's leximin total (:func:`pinned_scale`; ``η_n`` for a user at 0) — the totals are
@@ -351,8 +351,10 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
 # a second level 1.6e-10 above the interior route's; and on random_instance(4, 16, 5, 3, external=2,
 # scoped, placement) in other units). Every level less each of these fractions of itself is tried in
 # turn: the same equality rows with a right-hand side a hair lower, so the LP's optimal basis (which h
-# fixes) is the same and the point moves by about the shrink; then the rounds' floors (see above)
-SHRINKS = (0.0, 1e-9, 1e-8, 1e-7)
+# fixes) is the same and the point moves in proportion to the shrink — on an ill-conditioned face by
+# far more (link_instance(2, 30, 6, eligible) under drfh: 1.12e-5 of the largest entry per 1e-9), so
+# the steps start small; then the rounds' floors (see above)
+SHRINKS = (0.0, 1e-10, 2e-10, 5e-10, 1e-9, 1e-8, 1e-7)
 
 
 def pinned_scale(canonical: Any) -> Any:
