@@ -9,7 +9,7 @@ only (1 025 × 1 025 at 2 048 users × 256 servers × 4 resources), which one de
 solves. Columns with several entries among those rows (the common level ``t``) are added back by
 the Sherman–Morrison–Woodbury formula. HiGHS's IPX solves the same normal equations by
 preconditioned conjugate gradients; on these LPs each of its iterations took about 0.7 s at
-2 048 × 256 against about 0.32 s here (``docs/solvers.md``, "Schur-complement interior point").
+2 048 × 256 against about 0.24 s here (``docs/solvers.md``, "Schur-complement interior point").
 
 The method is Mehrotra's predictor–corrector on
 
@@ -274,9 +274,10 @@ def _mehrotra_start(normal: _Normal, nd: np.ndarray, dense: np.ndarray, V: np.nd
     shifted to be positive (1.5 times the most negative entry), then by ``½ w·r / Σr`` and ``½ w·r /
     Σw`` so that no product ``w_j r_j`` is far from the others. A box's other slack is its distance to
     the upper bound (the point clipped a tenth of the width inside), with the multiplier that makes its
-    product the average one. On progressive filling's rounds (2 048 × 256 mixed, round 2) this took 13
-    iterations against 26 from :func:`_plain_start`: the plain start puts every allocation at 1, a
-    thousand times the optimum's, and the first iterations only shrink it."""
+    product the average one. On tsf-er's round 2 of 2 048 × 256 mixed this took 14 iterations against
+    26 from :func:`_plain_start`: the plain start puts every allocation at 1, a thousand times the
+    optimum's, and the first iterations only shrink it. With ``duals=False`` the multipliers are the
+    plain start's instead (Mehrotra's left tsf's rounds no room to move: ``SchurIPM.SLOW_START``)."""
     free = ~hasl & ~hasu & ~fixed
     bounded = hasl | hasu
     if not bounded.any():
