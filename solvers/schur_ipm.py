@@ -301,7 +301,7 @@ def _mehrotra_start(normal: _Normal, nd: np.ndarray, dense: np.ndarray, V: np.nd
     if not ((wb > 0).all() and (rb > 0).all()):
         return None
     if not duals:  # the plain start's multipliers (the largest cost, at least 1)
-        rb = np.full(wb.size, max(1.0, float(np.abs(cbar).max(initial=0.0))))
+        rb = np.full(wb.size, _plain_multiplier(cbar))
         y = np.zeros_like(y)
     w[bounded], r[bounded] = wb, rb
     z = zb + sig * w
@@ -315,6 +315,11 @@ def _mehrotra_start(normal: _Normal, nd: np.ndarray, dense: np.ndarray, V: np.nd
     mu = float(wb @ rb) / wb.size
     p = np.where(hasl[iu], mu / q, r[iu])
     return z, s, q, v, p, y
+
+
+def _plain_multiplier(cbar: np.ndarray) -> float:
+    """Every bound's multiplier in the plain start: the largest cost, at least 1."""
+    return max(1.0, float(np.abs(cbar).max(initial=0.0)))
 
 
 def _plain_start(Ak: sp.csc_array, n: int, srow: np.ndarray, cbar: np.ndarray, lo: np.ndarray,
@@ -334,7 +339,7 @@ def _plain_start(Ak: sp.csc_array, n: int, srow: np.ndarray, cbar: np.ndarray, l
         inner = np.where(np.isfinite(width) & (width < 2.0), 0.5 * width, 1.0)
         z[n:] = np.clip(r0, np.where(lo_s > -INF, lo_s + inner, -np.inf),
                         np.where(up_s < INF, up_s - inner, np.inf))
-    scale_c = max(1.0, float(np.abs(cbar).max(initial=0.0)))
+    scale_c = _plain_multiplier(cbar)
     iu = np.flatnonzero(hasu)
     return (z, np.where(hasl, z - lo, 1.0), up[iu] - z[iu], np.where(hasl, scale_c, 0.0),
             np.full(iu.size, scale_c), np.zeros(Ak.shape[0]))
