@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import highspy
@@ -148,16 +149,13 @@ class SchurIPM:
         it = 0
         t_lin = 0.0
 
-        def starts() -> Any:
+        def starts() -> Iterator[tuple[str, tuple]]:
             """The starts in the order tried: Mehrotra's; his primal point with the plain start's
             multipliers; the plain start. Each is left for the next when it is not finite, or when
             the steps from it stay below ``SLOW_STEP`` for ``SLOW_START`` iterations."""
             if self.START == "mehrotra":
-                for name, duals in (("mehrotra", True), ("mehrotra-primal", False)):
-                    st = _mehrotra_start(normal, nd, dense, V, Abar, AbarT, b, cbar, lo, up, hasl, hasu,
-                                         fixed, duals)
-                    if st is not None:
-                        yield name, st
+                yield from _mehrotra_starts(normal, nd, dense, V, Abar, AbarT, b, cbar, lo, up, hasl, hasu,
+                                            fixed)
             yield "plain", _plain_start(Ak, n, srow, cbar, lo, up, hasl, hasu, fixed)
 
         # the bounds' slacks are iterates of their own (z − l − s = 0 and u − z − q = 0 as residuals):
@@ -260,12 +258,12 @@ class SchurIPM:
                 "objective": float(np.asarray(L["c"], float) @ x + L.get("offset", 0.0)), "iterations": it}
 
 
-def _mehrotra_start(normal: _Normal, nd: np.ndarray, dense: np.ndarray, V: np.ndarray, Abar: sp.csc_array,
-                    AbarT: sp.csr_array, b: np.ndarray, cbar: np.ndarray, lo: np.ndarray, up: np.ndarray,
-                    hasl: np.ndarray, hasu: np.ndarray, fixed: np.ndarray,
-                    duals: bool = True) -> tuple[np.ndarray, ...] | None:
-    """Mehrotra's starting point (Mehrotra 1992, SIAM J. Optim. 2(4), §7), ``(z, s, q, v, p, y)``, or
-    None when it is not finite or not interior.
+def _mehrotra_starts(normal: _Normal, nd: np.ndarray, dense: np.ndarray, V: np.ndarray, Abar: sp.csc_array,
+                     AbarT: sp.csr_array, b: np.ndarray, cbar: np.ndarray, lo: np.ndarray, up: np.ndarray,
+                     hasl: np.ndarray, hasu: np.ndarray, fixed: np.ndarray) -> Iterator[tuple[str, tuple]]:
+    """Mehrotra's starting point (Mehrotra 1992, SIAM J. Optim. 2(4), §7) as ``("mehrotra", (z, s, q,
+    v, p, y))``, then on request the same primal point with the plain start's multipliers as
+    ``("mehrotra-primal", …)``; nothing when the point is not finite or not interior.
 
     In the bounds' slacks ``w`` (``z = l + w``; ``z = u − w`` with an upper bound only; ``z = w`` if
     free) the LP is ``Ā′ w = b − Ā z_b`` with ``Ā′ = Ā Σ``, ``Σ = ±1``, and ``Ā′ Ā′ᵀ = Ā Āᵀ``: the
@@ -276,12 +274,13 @@ def _mehrotra_start(normal: _Normal, nd: np.ndarray, dense: np.ndarray, V: np.nd
     the upper bound (the point clipped a tenth of the width inside), with the multiplier that makes its
     product the average one. On tsf-er's round 2 of 2 048 × 256 mixed this took 14 iterations against
     26 from :func:`_plain_start`: the plain start puts every allocation at 1, a thousand times the
-    optimum's, and the first iterations only shrink it. With ``duals=False`` the multipliers are the
-    plain start's instead (Mehrotra's left tsf's rounds no room to move: ``SchurIPM.SLOW_START``)."""
+    optimum's, and the first iterations only shrink it. The second start has the plain start's
+    multipliers (Mehrotra's left tsf's rounds no room to move: ``SchurIPM.SLOW_START``); both come from
+    one factorisation."""
     free = ~hasl & ~hasu & ~fixed
     bounded = hasl | hasu
     if not bounded.any():
-        return None
+        return
     sig = np.where(hasl | free, 1.0, -1.0)
     zb = np.where(hasl | fixed, lo, np.where(hasu, up, 0.0))
     th = np.where(fixed, 0.0, 1.0)
@@ -291,7 +290,7 @@ def _mehrotra_start(normal: _Normal, nd: np.ndarray, dense: np.ndarray, V: np.nd
     r = sig * (cbar - AbarT @ y)
     w[fixed] = 0.0
     if not (np.isfinite(w).all() and np.isfinite(r).all() and np.isfinite(y).all()):
-        return None
+        return
     wb, rb = w[bounded], r[bounded]
     wb = wb + max(-1.5 * float(wb.min()), 0.0)
     rb = rb + max(-1.5 * float(rb.min()), 0.0)
@@ -299,11 +298,8 @@ def _mehrotra_start(normal: _Normal, nd: np.ndarray, dense: np.ndarray, V: np.nd
     wb = wb + (0.5 * prod / sr if sr > 0 else 0.0)
     rb = rb + (0.5 * prod / sw if sw > 0 else 0.0)
     if not ((wb > 0).all() and (rb > 0).all()):
-        return None
-    if not duals:  # the plain start's multipliers (the largest cost, at least 1)
-        rb = np.full(wb.size, _plain_multiplier(cbar))
-        y = np.zeros_like(y)
-    w[bounded], r[bounded] = wb, rb
+        return
+    w[bounded] = wb
     z = zb + sig * w
     box = hasl & hasu
     width = np.where(box, up - lo, 0.0)
@@ -311,10 +307,15 @@ def _mehrotra_start(normal: _Normal, nd: np.ndarray, dense: np.ndarray, V: np.nd
     iu = np.flatnonzero(hasu)
     s = np.where(hasl, z - lo, 1.0)
     q = up[iu] - z[iu]
-    v = np.where(hasl, r, 0.0)
-    mu = float(wb @ rb) / wb.size
-    p = np.where(hasl[iu], mu / q, r[iu])
-    return z, s, q, v, p, y
+
+    def with_duals(rb_: np.ndarray, y_: np.ndarray) -> tuple[np.ndarray, ...]:
+        r_ = r.copy()
+        r_[bounded] = rb_
+        mu = float(wb @ rb_) / wb.size
+        return (z, s, q, np.where(hasl, r_, 0.0), np.where(hasl[iu], mu / q, r_[iu]), y_)
+
+    yield "mehrotra", with_duals(rb, y)
+    yield "mehrotra-primal", with_duals(np.full(wb.size, _plain_multiplier(cbar)), np.zeros_like(y))
 
 
 def _plain_multiplier(cbar: np.ndarray) -> float:
@@ -325,9 +326,9 @@ def _plain_multiplier(cbar: np.ndarray) -> float:
 def _plain_start(Ak: sp.csc_array, n: int, srow: np.ndarray, cbar: np.ndarray, lo: np.ndarray,
                  up: np.ndarray, hasl: np.ndarray, hasu: np.ndarray,
                  fixed: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The start when :func:`_mehrotra_start` has none: mid-way in a box, one unit inside a one-sided
-    bound, 0 if free; the rows' activities clipped into their bounds (mid-way if narrower than 2); the
-    multipliers at the largest cost (at least 1)."""
+    """The start when :func:`_mehrotra_starts` has none (or both are left): mid-way in a box, one unit
+    inside a one-sided bound, 0 if free; the rows' activities clipped into their bounds (mid-way if
+    narrower than 2); the multipliers at the largest cost (at least 1)."""
     with np.errstate(invalid="ignore"):
         z = np.where(hasl & hasu, 0.5 * (lo + up),
                      np.where(hasl, lo + 1.0, np.where(hasu, up - 1.0, 0.0)))
