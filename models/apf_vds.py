@@ -547,22 +547,21 @@ FEASIBLE_ITER = 20  # ... sought for at most this many iterations once the gap i
 class _ServerUtility:
     """``g`` of (22) for one server (``α``, ``A``, ``B`` scalars): value, derivatives and ``g'^{-1}``.
     Where ``z`` is so small that a power overflows (at α = 8 and A = 1, ``z < 10⁻³⁸·⁵``) the value is
-    the limit, ``±inf``, without numpy's warning: the callers test for it."""
+    the limit, ``±inf``: the callers test for it, and run under ``np.errstate`` (:func:`numpy_best_response`,
+    its only user: one ``errstate`` per response, not one per evaluation — a response makes hundreds)."""
 
     def __init__(self, alpha: float, A: float, B: float) -> None:
         self.a, self.A, self.B = alpha, A, B
+        self.log = math.isclose(alpha, 1.0)
 
-    @np.errstate(over="ignore", divide="ignore")
     def g(self, z: np.ndarray) -> np.ndarray:
         a, A = self.a, self.A
-        power = A * np.log(z) if math.isclose(a, 1.0) else A**a * z ** (1 - a) / (1 - a)
+        power = A * np.log(z) if self.log else A**a * z ** (1 - a) / (1 - a)
         return power + self.B * np.log(z)
 
-    @np.errstate(over="ignore", divide="ignore")
     def gp(self, z: np.ndarray) -> np.ndarray:
         return (self.A / z) ** self.a + self.B / z
 
-    @np.errstate(over="ignore", divide="ignore")
     def gpp(self, z: np.ndarray) -> np.ndarray:
         return -(self.a * (self.A / z) ** self.a + self.B / z) / z
 
@@ -591,9 +590,8 @@ class _ServerUtility:
 
 def _use(col: np.ndarray, d: np.ndarray) -> np.ndarray:
     """``Σ_n col_n d_n`` with a user that wants an unbounded amount (``col_n = inf``) counted only on the
-    rows it needs (``inf · 0`` as 0)."""
-    with np.errstate(invalid="ignore"):
-        return (np.where(d > 0, col[:, None], 0.0) * d).sum(axis=0)
+    rows it needs (``inf · 0`` as 0; under :func:`numpy_best_response`'s ``errstate``)."""
+    return (np.where(d > 0, col[:, None], 0.0) * d).sum(axis=0)
 
 
 def _coordinate_sweep(lam: np.ndarray, rows: np.ndarray, grad: Callable[[np.ndarray], np.ndarray],
@@ -654,6 +652,7 @@ def _coordinate_sweep(lam: np.ndarray, rows: np.ndarray, grad: Callable[[np.ndar
     return lam
 
 
+@np.errstate(over="ignore", divide="ignore", invalid="ignore")  # one for the response (its trial points)
 def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float, x: np.ndarray,
                         ub: np.ndarray | None = None, max_iter: int = 200, prices: np.ndarray | None = None,
                         row: ServerRows | None = None, hold_rows: bool = True
@@ -693,19 +692,16 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
         return None  # a user that needs none of the server's rows: its best response is unbounded
 
     def primal(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        with np.errstate(over="ignore", invalid="ignore"):  # a trial price past 1e308 (dual: inf)
-            p = d @ lam
-        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            want = np.where(p > 0, phig * u.inverse(np.where(p > 0, gam * p, 1.0)) - o, np.inf)
-        col = np.clip(want, 0.0, cap)
+        p = d @ lam  # (a trial price past 1e308 gives inf: the dual is then inf)
+        want = np.where(p > 0, phig * u.inverse(np.where(p > 0, gam * p, 1.0)) - o, np.inf)
+        col = np.minimum(np.maximum(want, 0.0), cap)  # (np.clip's, without its dispatch)
         return col, p, want
 
     def dual(lam: np.ndarray) -> float:
         col, p, _ = primal(lam)
         if not (np.isfinite(col).all() and np.isfinite(p).all()):
             return np.inf
-        with np.errstate(divide="ignore"):
-            return float(np.sum(phi * u.g((o + col) / phig)) - p @ col + lam @ c)
+        return float(np.sum(phi * u.g((o + col) / phig)) - p @ col + lam @ c)
 
     def feasible(col: np.ndarray) -> tuple[np.ndarray, float]:
         """``col = x(λ)`` scaled onto the rows if it is a hair outside, and ``U_i`` there."""
@@ -725,8 +721,7 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     held[held] = np.isfinite(u.gp(z0[held]))
     z0 = np.where(held, z0, float(np.median(z0[held])) if held.any() else 1.0)
     m0 = u.gp(z0) / gam
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        lam = np.where(d > 0, m0[:, None] / np.where(d > 0, d, 1.0), 0.0).max(axis=0)
+    lam = np.where(d > 0, m0[:, None] / np.where(d > 0, d, 1.0), 0.0).max(axis=0)
     lam0 = lam.copy()  # each row's scale for a price at 0 that must rise
     val = dual(lam)
     if prices is not None and len(prices) < len(lam):  # the own rows' prices; the external rows' as above
@@ -774,9 +769,8 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
             s = 1.0 / np.sqrt(dg)
             Hs = s[:, None] * Hf * s[None, :]
             Hs[np.diag_indices_from(Hs)] += 1e-12
-            try:
-                with np.errstate(over="ignore", invalid="ignore"):  # an inf step is not newton_ok below
-                    step[F] = s * np.linalg.solve(Hs, -s * grad[F])
+            try:  # (an inf step is not newton_ok below)
+                step[F] = s * np.linalg.solve(Hs, -s * grad[F])
             except np.linalg.LinAlgError:
                 pass
         step[~F] = 0.0
