@@ -542,6 +542,7 @@ def _sweeps(inst: Instance, session: Session, responders: dict[int, Any], x: np.
 GAP = 1e-11  # numpy_best_response: the largest relative duality gap accepted (else Ipopt answers)
 FEASIBLE = 1e-10  # ... and its rows' use within this much of their capacity where priced (stopping rule)
 FEASIBLE_ITER = 20  # ... sought for at most this many iterations once the gap is closed
+LOG_STEP_ABOVE = 8.0  # ... and above this α, Newton's step in log prices is tried first (the docstring)
 
 
 class _ServerUtility:
@@ -666,7 +667,10 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     the room task limits and budgets leave); the dual ``Φ(λ) = Σ_n φ_n g(s̃_n(λ)) − Σ_n (λ·d_n) x_n(λ) +
     λ·c`` is convex with gradient ``c − Σ_n x_n(λ) d_n`` and Hessian ``Σ_n φ_nγ_{n,i}²/|g''| d_n d_nᵀ`` over
     the users strictly inside their bounds; projected Newton with an Armijo search on ``Φ``, its system
-    scaled to a unit diagonal (the rows' prices can be 10¹⁴ apart), and where a step is not usable, one
+    scaled to a unit diagonal (the rows' prices can be 10¹⁴ apart) — above ``α = LOG_STEP_ABOVE``, where
+    the rows are priced, first Newton's step on ``log use_r = log c_r`` in ``log λ_r`` (kept where ``Φ``
+    falls by Armijo's rule; exact for a single user's ``use ∝ λ^(-1/α)``, where the step in ``λ``
+    overshoots: a price 10 % too high is taken below 0) — and where a step is not usable, one
     sweep of exact minimisation along each price (:func:`_coordinate_sweep`). It stops once the gap is
     closed and, with ``hold_rows`` (the column itself is wanted, not only its utility), the priced rows
     are held to ``FEASIBLE`` (the gap alone leaves the columns of users with large VDS loose). The column
@@ -778,8 +782,22 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
                      and not (np.abs(step) > 1e3 * np.maximum(lam, lam0)).any())
         gnorm = float(np.linalg.norm(projected(lam, grad)))
         found = False
+        use = c - grad
+        if (alpha > LOG_STEP_ABOVE and F.any() and not kinked and (lam[F] > 0).all() and (use[F] > 0).all()
+                and (c[F] > 0).all()):
+            # Newton on log use_r(λ) = log c_r in log λ_r: exact for a user's use ∝ λ^(-1/α), where the step
+            # in λ overshoots (a price 10 % too high: the step takes it below 0) and is cut ~7 times
+            try:
+                dmu = np.linalg.solve(Hf * lam[F][None, :], use[F] * np.log(use[F] / c[F]))
+            except np.linalg.LinAlgError:
+                dmu = None
+            if dmu is not None and np.isfinite(dmu).all():
+                new = lam.copy()
+                new[F] = lam[F] * np.exp(np.clip(dmu, -50.0, 50.0))
+                nv = dual(new)
+                found = bool(nv < val and nv <= val - 1e-4 * abs(grad @ (new - lam)))
         t = 1.0
-        while newton_ok and not kinked and t > 1e-12:
+        while newton_ok and not kinked and not found and t > 1e-12:
             new = np.maximum(lam + t * step, 0.0)
             nv = dual(new)
             if nv <= val - 1e-4 * abs(grad @ (new - lam)):

@@ -410,6 +410,43 @@ def test_numpy_best_response_agrees_with_ipopt(fam):
     assert checked == 16
 
 
+@pytest.mark.parametrize("fam", ["plain", "placement", "weights", "limits"])
+def test_numpy_best_response_log_price_step_at_large_alpha(fam, monkeypatch):
+    """Above ``LOG_STEP_ABOVE`` the dual Newton method tries its step in log prices first. At α ∈ {12, 16}
+    (points: the α = 3 equilibrium, perturbed) each server's response with it and without it (the plain
+    step in λ only) are both certified by their duality gaps, reach the same utility, and Ipopt's is no
+    better; the two routes take different iterates (the log step is exercised)."""
+    from fairalloc.generate import FAMILIES
+    from fairalloc.models import apf_vds as M
+    from fairalloc.models._perserver import coupled_users, coupling_room
+
+    rng = np.random.default_rng(7)
+    differ = 0
+    for seed, alpha in enumerate([12.0, 16.0]):
+        inst = random_instance(60 + seed, 10, 4, 3, missing=0.0, **FAMILIES[fam])
+        x = solve(inst, "apf-vds", alpha=3.0, gains=False).x * rng.uniform(0.6, 1.0, (10, 4))
+        a, A_, B_ = M.utility_parameters(inst, alpha, None, None)
+        As, Bs = M._scaled(a, A_, B_, M.utility_scale(inst, a, A_, B_))
+        for i in range(inst.n_servers):
+            users = np.flatnonzero(inst.runnable[:, i])
+            ub = np.full(len(users), np.inf)
+            lim = coupled_users(inst, i, users)
+            ub[lim] = coupling_room(inst, x, i, users[lim])
+            monkeypatch.setattr(M, "LOG_STEP_ABOVE", 8.0)
+            log_step = M.numpy_best_response(inst, i, a[i], As[i], Bs[i], x, ub)
+            monkeypatch.setattr(M, "LOG_STEP_ABOVE", np.inf)
+            plain = M.numpy_best_response(inst, i, a[i], As[i], Bs[i], x, ub)
+            assert log_step is not None and plain is not None, (fam, alpha, i)
+            for _, value, bound, _ in (log_step, plain):
+                scale = max(1.0, abs(value))
+                assert value - 1e-13 * scale <= bound <= value + M.GAP * scale
+            assert abs(log_step[1] - plain[1]) <= 2 * M.GAP * max(1.0, abs(plain[1]))
+            _, ipopt_value = ipopt_response(inst, x, i, a[i], As[i], Bs[i])
+            assert log_step[1] >= ipopt_value - 1e-7 * max(1.0, abs(log_step[1]))
+            differ += not np.array_equal(log_step[3], plain[3])
+    assert differ > 0
+
+
 def test_numpy_best_response_from_a_user_holding_almost_nothing():
     """At α = 8 a user holding 10⁻⁴⁵ tasks (a trial point of Newton's) has an infinite marginal in floats.
     The response's start price was then infinite and every later one NaN: no response (the caller fell
