@@ -670,7 +670,8 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
     scaled to a unit diagonal (the rows' prices can be 10¹⁴ apart) — above ``α = LOG_STEP_ABOVE``, where
     the rows are priced, first Newton's step on ``log use_r = log c_r`` in ``log λ_r`` (kept where ``Φ``
     falls by Armijo's rule; exact for a single user's ``use ∝ λ^(-1/α)``, where the step in ``λ``
-    overshoots: a price 10 % too high is taken below 0) — and where a step is not usable, one
+    overshoots: at α = 16 a row used 10 % below capacity has a price 5.4 times too high, and the step
+    takes it to −1.8 times itself) — and where a step is not usable, one
     sweep of exact minimisation along each price (:func:`_coordinate_sweep`). It stops once the gap is
     closed and, with ``hold_rows`` (the column itself is wanted, not only its utility), the priced rows
     are held to ``FEASIBLE`` (the gap alone leaves the columns of users with large VDS loose). The column
@@ -786,7 +787,7 @@ def numpy_best_response(inst: Instance, i: int, alpha: float, A: float, B: float
         if (alpha > LOG_STEP_ABOVE and F.any() and not kinked and (lam[F] > 0).all() and (use[F] > 0).all()
                 and (c[F] > 0).all()):
             # Newton on log use_r(λ) = log c_r in log λ_r: exact for a user's use ∝ λ^(-1/α), where the step
-            # in λ overshoots (a price 10 % too high: the step takes it below 0) and is cut ~7 times
+            # in λ overshoots (at α = 16, use 10 % short: the step takes the price to −1.8 times itself)
             try:
                 dmu = np.linalg.solve(Hf * lam[F][None, :], use[F] * np.log(use[F] / c[F]))
             except np.linalg.LinAlgError:
