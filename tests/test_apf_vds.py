@@ -370,6 +370,18 @@ def ipopt_response(inst, x, i, alpha, A, B):
     return ref, float(np.sum(inst.weight[users] * u.g(y[users].sum(axis=1) / phig)))
 
 
+def _room(inst, x, i):
+    """What task limits and budgets leave each runnable user of server ``i`` at ``x`` (``inf``: no
+    limit): the ``ub`` of :func:`~fairalloc.models.apf_vds.numpy_best_response`."""
+    from fairalloc.models._perserver import coupled_users, coupling_room
+
+    users = np.flatnonzero(inst.runnable[:, i])
+    ub = np.full(len(users), np.inf)
+    lim = coupled_users(inst, i, users)
+    ub[lim] = coupling_room(inst, x, i, users[lim])
+    return ub
+
+
 @pytest.mark.parametrize("fam", ["plain", "placement", "weights", "time-shared", "limits"])
 def test_numpy_best_response_agrees_with_ipopt(fam):
     """Each server's exact best response by Newton's method on its dual (the default route of the gains)
@@ -378,7 +390,6 @@ def test_numpy_best_response_agrees_with_ipopt(fam):
     positive, for α ∈ {0.5, 1, 3} and the (22) class with A, B > 0 (g'⁻¹ by Newton's method then)."""
     from fairalloc.generate import FAMILIES
     from fairalloc.models import apf_vds as M
-    from fairalloc.models._perserver import coupled_users, coupling_room
 
     rng = np.random.default_rng(5)
     checked = 0
@@ -391,10 +402,7 @@ def test_numpy_best_response_agrees_with_ipopt(fam):
         c = M.utility_scale(inst, a, A_, B_)
         As, Bs = M._scaled(a, A_, B_, c)
         for i in range(inst.n_servers):
-            users = np.flatnonzero(inst.runnable[:, i])
-            ub = np.full(len(users), np.inf)
-            lim = coupled_users(inst, i, users)
-            ub[lim] = coupling_room(inst, x, i, users[lim])
+            ub = _room(inst, x, i)
             fast = M.numpy_best_response(inst, i, a[i], As[i], Bs[i], x, ub)
             assert fast is not None, (alpha, A, B, i)
             col, value, bound, _ = fast
@@ -418,7 +426,6 @@ def test_numpy_best_response_log_price_step_at_large_alpha(fam, monkeypatch):
     better; the two routes take different iterates (the log step is exercised)."""
     from fairalloc.generate import FAMILIES
     from fairalloc.models import apf_vds as M
-    from fairalloc.models._perserver import coupled_users, coupling_room
 
     rng = np.random.default_rng(7)
     differ = 0
@@ -428,10 +435,7 @@ def test_numpy_best_response_log_price_step_at_large_alpha(fam, monkeypatch):
         a, A_, B_ = M.utility_parameters(inst, alpha, None, None)
         As, Bs = M._scaled(a, A_, B_, M.utility_scale(inst, a, A_, B_))
         for i in range(inst.n_servers):
-            users = np.flatnonzero(inst.runnable[:, i])
-            ub = np.full(len(users), np.inf)
-            lim = coupled_users(inst, i, users)
-            ub[lim] = coupling_room(inst, x, i, users[lim])
+            ub = _room(inst, x, i)
             monkeypatch.setattr(M, "LOG_STEP_ABOVE", 8.0)
             log_step = M.numpy_best_response(inst, i, a[i], As[i], Bs[i], x, ub)
             monkeypatch.setattr(M, "LOG_STEP_ABOVE", np.inf)
