@@ -183,6 +183,7 @@ SUPPORT_SCALE_ABOVE = 4.0
 # and plain α = 0.5 / 2 / 3 took 151 / 108 / 133 against 150 / 108 / 146
 SMOOTH_PAIRS = 50_000
 SMOOTH0, SMOOTH_CUT, SMOOTH_NEAR, SMOOTH_END = 0.01, 0.2, 1.0, 1e-12
+RECENTRE_ROUNDS = 3  # continuation: the coupling rows' μ moved to each step's game (_recentred)
 LEAP_BELOW = 1e-2  # continuation: once the step is halved below this, try leaps ...
 LEAP_FRACTIONS = (0.05, 0.15, 0.4, 1.0)  # ... of the rest of the path, once per point
 # the Newton system is solved densely (Schur complement on the rows, BLAS on one thread) where rows ×
@@ -779,6 +780,42 @@ def _predict(before: _Point, last: _Point, tn: float,
     return x, rescale(t1, tn, lam)
 
 
+def _recentred(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], mu: np.ndarray | None,
+               rounds: int = RECENTRE_ROUNDS) -> np.ndarray | None:
+    """The coupling rows' multipliers ``μ`` (task limits, budgets, external resources) moved to a start
+    ``(x, λ)`` in another game of the path: each positive ``μ_j`` scaled so that, over the pairs in the
+    support (``x_{n,i} > 10⁻⁶ X_n``) whose price it enters, the median of ``ρ_p = (Dλ)_p/m_p`` with the
+    other prices kept is 1 (``rounds`` Jacobi passes: a user's pair can carry two such rows). The
+    servers' rows' ``λ`` follow the path in each game's utility scale (``rescale``), but ``μ`` is in the
+    servers' own units of ``g_i``, in which the marginals move with ``α`` by ``(A_i/s̃)^{Δα}``: kept as
+    it was, an external resource's ``μ_e`` priced the pairs of 154 of 200 users at ``ρ ≈ 0.2`` after a
+    step from ``α = 6.7`` to ``7.0`` (200 × 32 ``mixed``), and Newton spent 400 iterations without
+    certifying the step; from the recentred ``μ``, 35 (docs/mechanisms/apf-vds.md). Rows of leximin
+    servers (``external-leximin``) carry levels and are kept."""
+    if mu is None or not len(mu):
+        return mu
+    xp, lv = a.pack(x, lam, mu)
+    X = a.totals(xp)
+    held = xp > 1e-6 * X[a.pn]
+    cols = a.D.tocsc()
+    shared = [a.ns + j for j, (kind, _) in enumerate(a.coupling)
+              if kind in ("tasks", "budget", "external") and lv[a.ns + j] > 0]
+    for _ in range(rounds if shared else 0):
+        f, _, m, _ = a.f(xp, lv)
+        scale = np.ones(len(lv))
+        for j in shared:
+            p = cols.indices[cols.indptr[j]:cols.indptr[j + 1]]
+            q = cols.data[cols.indptr[j]:cols.indptr[j + 1]] * lv[j]
+            use = held[p] & (q > 0) & np.isfinite(m[p])
+            # the factor on μ_j that makes pair p's price its marginal: (m − other prices)/q
+            need = (m[p] - (f[p] + m[p] - q))[use] / q[use]
+            need = need[need > 0]
+            if len(need):
+                scale[j] = float(np.median(need))
+        lv = lv * scale
+    return a.unpack(xp, lv)[2]
+
+
 def _secant(a: np.ndarray, b: np.ndarray, s: float) -> np.ndarray:
     """Multipliers ``b`` moved on geometrically by ``s`` steps of ``a → b`` (where both are positive), by at
     most a factor 10³."""
@@ -843,8 +880,9 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
             if (scaled_residual(game, xs, ls, res.mu, arrays)
                     < scaled_residual(game, x, lam, res.mu, arrays)):
                 x, lam = xs, ls
+        mu = _recentred(arrays, x, lam, res.mu) if RECENTRE_ROUNDS else res.mu
         trial = newton(game, x, lam, tol, max_iter=max_iter, expired=expired,
-                       mu=res.mu, arrays=arrays)  # μ is in the servers' own (unscaled) units
+                       mu=mu, arrays=arrays)  # μ is in the servers' own (unscaled) units
         trial, rescued = _rescued(game, trial, rescue, tol, max_iter, expired, arrays)
         history.append({"t": tn, "iterations": trial.iterations, "residual": trial.residual,
                         "ok": trial.ok, **({"rescued": True} if rescued else {})})

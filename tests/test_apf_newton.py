@@ -11,7 +11,7 @@ from restate import decades_apart
 
 from fairalloc import solve
 from fairalloc.generate import FAMILIES, random_instance
-from fairalloc.models import _apf_newton
+from fairalloc.models import _apf_newton, apf_vds
 from fairalloc.models._apf_newton import scaled_residual
 from fairalloc.models._perserver import deviation_from_psdsf, normalized
 from fairalloc.models.apf_vds import (
@@ -995,3 +995,70 @@ def test_g_at_zero_is_the_limit_of_the_utility():
         assert np.array_equal(_game(inst, a, A, B).g(z)[0], [at_zero, at_zero])
         a, A, B = utility_parameters(inst, alpha, None, 0.5)
         assert np.array_equal(_game(inst, a, A, B).g(z)[0], [-np.inf, -np.inf])
+
+
+# ---------------------------------------------------------------------- the continuation's starts
+def test_recentring_recovers_the_coupling_multipliers_of_an_equilibrium():
+    """The continuation moves the coupling rows' multipliers (here an external resource's, shared by
+    every server) to each step's game (:func:`~fairalloc.models._apf_newton._recentred`): each positive
+    one scaled so that its pairs in the support have a median ``ρ = (Dλ)/m`` of 1. At a certified point
+    that leaves it where it is, and from the same point with the multiplier 100 times too large or too
+    small it comes back to it."""
+    inst = _inst(41, "external", N=20, K=4, R=4)
+    game, x0 = _plain_game(inst, 2.0)
+    r = _apf_newton.newton(game, x0, game.multipliers(x0), 1e-10, max_iter=600, cold=True)
+    assert r.ok and (r.mu > 0).any(), r.message
+    arrays = _apf_newton._Arrays(game)
+    np.testing.assert_allclose(_apf_newton._recentred(arrays, r.x, r.lam, r.mu), r.mu, rtol=1e-9)
+    for wrong in (100.0, 0.01):
+        back = _apf_newton._recentred(arrays, r.x, r.lam, wrong * r.mu)
+        np.testing.assert_allclose(back, r.mu, rtol=1e-9)
+        assert scaled_residual(game, r.x, r.lam, back, arrays) <= 1e-8
+        assert scaled_residual(game, r.x, r.lam, wrong * r.mu, arrays) > 0.5
+
+
+@pytest.mark.parametrize("fam", ["external", "limits"])
+def test_the_recentred_path_reaches_the_same_equilibrium(monkeypatch, fam):
+    """α = 8 by continuation with the coupling multipliers recentred at each step and without: the same
+    allocation (the two paths take other steps), both certified."""
+    inst = _inst(42, fam, N=20, K=4, R=4)
+    monkeypatch.setattr("fairalloc.models.apf_vds.DIRECT_FIRST", False)
+    on = solve(inst, "apf-vds", alpha=8, gains=False)
+    monkeypatch.setattr(_apf_newton, "RECENTRE_ROUNDS", 0)
+    off = solve(inst, "apf-vds", alpha=8, gains=False)
+    assert on.status.value == off.status.value == "optimal"
+    assert on.details["ncp_residual_scaled"] <= 1e-8
+    np.testing.assert_allclose(on.tasks, off.tasks, rtol=1e-7)
+
+
+@pytest.mark.parametrize("fam", ["placement", "external", "limits"])
+def test_a_first_game_newton_does_not_certify_starts_from_mnw(monkeypatch, fam):
+    """The continuation's first game (α = 1, A = 1, B = 0 at every server) is maximum Nash welfare; where
+    Newton does not certify it from the sharing-incentive point, MNW's convex program gives the start
+    (``details.newton.start.mnw``; MNW's prices of task limits and external resources are the coupling
+    rows' multipliers). Forced here: every Newton run from the sharing-incentive point fails, and the
+    rescue sweeps leave the first game's point as it is. The first game certifies from MNW's point
+    within a few iterations, and the path from there reaches the equilibrium the unforced run reaches."""
+    inst = _inst(43, fam, N=20, K=4, R=4)
+    plain = solve(inst, "apf-vds", alpha=3, gains=False)
+    real, sweeps = _apf_newton.newton, apf_vds._sweep_rescue
+
+    def fails_from_the_si_point(game, x, lam, tol=1e-10, **kw):
+        if np.array_equal(x, uniform_split(game.inst)):
+            return _apf_newton.NewtonResult(x, lam, False, 3, 0.5, "forced")
+        return real(game, x, lam, tol, **kw)
+
+    def no_rescue_at_alpha_one(game, x, lam, **kw):
+        return (x, lam) if np.allclose(game.alpha, 1.0) else sweeps(game, x, lam, **kw)
+
+    monkeypatch.setattr(_apf_newton, "newton", fails_from_the_si_point)
+    monkeypatch.setattr(apf_vds, "newton", fails_from_the_si_point)
+    monkeypatch.setattr(apf_vds, "_sweep_rescue", no_rescue_at_alpha_one)
+    r = solve(inst, "apf-vds", alpha=3, gains=False)
+    path = r.details["newton"]["continuation"]
+    assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-8
+    assert r.details["newton"]["start"]["mnw"]["status"] == "optimal"
+    restart = [h for h in path if h.get("start")]
+    assert [h["start"] for h in restart] == ["maximum Nash welfare point"] and restart[0]["ok"], path
+    assert restart[0]["t"] == 0.0 and restart[0]["iterations"] <= 20, path
+    np.testing.assert_allclose(r.tasks, plain.tasks, rtol=1e-7)
