@@ -89,10 +89,12 @@ proportional fairness, a convex problem) to the target ``(α_i, A_i, B_i)`` by c
 Newton cannot finish is halved and retried, a quick one doubles the next. Each step starts from a
 secant prediction through the last two certified points (users' totals and positive multipliers
 extrapolated geometrically, each split kept), where that has the smaller :func:`scaled_residual` in the
-new game than the last point itself. Where Newton does not certify a step (or the first game), a few
+new game than the last point itself, with the coupling rows' multipliers moved to the new game
+(:func:`_recentred`). Where Newton does not certify a step (or the first game), a few
 Gauss–Seidel sweeps of the servers' exact best responses from its end point give a new start
 (``rescue``; the caller's :func:`~fairalloc.models.apf_vds._sweep_rescue`), and Newton runs once more
-before the step is halved.
+before the step is halved; a first game with leximin servers gets longer rescues after that
+(``FIRST_GAME_SWEEPS``), each going on from the last one's sweeps.
 
 **Smoothing** (cold starts on large games). From a start far from any solution (the sharing-incentive
 point, where every runnable pair holds tasks) on a game of at least ``SMOOTH_PAIRS`` pairs, Newton first
@@ -184,6 +186,9 @@ SUPPORT_SCALE_ABOVE = 4.0
 SMOOTH_PAIRS = 50_000
 SMOOTH0, SMOOTH_CUT, SMOOTH_NEAR, SMOOTH_END = 0.01, 0.2, 1.0, 1e-12
 RECENTRE_ROUNDS = 3  # continuation: the coupling rows' μ moved to each step's game (_recentred)
+# continuation: a first game with leximin servers that the rescue does not certify gets longer rescues,
+# each going on from the last one's sweeps (the sweeps converge there, slowly, where Newton does not)
+FIRST_GAME_SWEEPS = (40, 150, 600)
 LEAP_BELOW = 1e-2  # continuation: once the step is halved below this, try leaps ...
 LEAP_FRACTIONS = (0.05, 0.15, 0.4, 1.0)  # ... of the rest of the path, once per point
 # the Newton system is solved densely (Schur complement on the rows, BLAS on one thread) where rows ×
@@ -825,19 +830,26 @@ def _secant(a: np.ndarray, b: np.ndarray, s: float) -> np.ndarray:
 
 
 def _rescued(game: ApfGame, trial: NewtonResult,
-             rescue: Callable[[ApfGame, np.ndarray, list[np.ndarray]],
-                              tuple[np.ndarray, list[np.ndarray]]] | None,
-             tol: float, max_iter: int, expired: Callable[[], bool] | None, arrays: _Arrays | None = None
+             rescue: Callable[..., tuple[np.ndarray, list[np.ndarray]]] | None, tol: float, max_iter: int,
+             expired: Callable[[], bool] | None, arrays: _Arrays | None = None, more: tuple[int, ...] = ()
              ) -> tuple[NewtonResult, bool]:
     """Where ``trial`` is not certified and time is left: Newton once more from ``rescue``'s new start;
-    the better of the two (its iterations added) and whether the second certified."""
+    the better of the two (its iterations added) and whether the second certified. ``more``: where that
+    does not certify either, further rescues of these many sweeps, each going on from the last one's
+    swept point (not from Newton's end point), with Newton after each."""
     if trial.ok or rescue is None or (expired is not None and expired()):
         return trial, False
-    again = newton(game, *rescue(game, trial.x, trial.lam), tol, max_iter=max_iter, expired=expired,
-                   mu=trial.mu, arrays=arrays)
-    if again.ok or again.residual < trial.residual:
-        trial = replace(again, iterations=trial.iterations + again.iterations)
-    return trial, again.ok
+    x, lam = trial.x, trial.lam
+    for sweeps in (None, *more):
+        if sweeps is not None and expired is not None and expired():
+            break
+        x, lam = rescue(game, x, lam) if sweeps is None else rescue(game, x, lam, sweeps=sweeps)
+        again = newton(game, x, lam, tol, max_iter=max_iter, expired=expired, mu=trial.mu, arrays=arrays)
+        if again.ok or again.residual < trial.residual:
+            trial = replace(again, iterations=trial.iterations + again.iterations)
+        if again.ok:
+            return trial, True
+    return trial, False
 
 
 def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: list[np.ndarray],
@@ -858,7 +870,9 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
     t0 = time.perf_counter()
     g0 = make_game(0.0)
     res = newton(g0, x0, lam0, tol, max_iter=4 * max_iter, expired=expired, mu=mu0, cold=cold)
-    res, rescued = _rescued(g0, res, rescue, tol, 4 * max_iter, expired)
+    lex = g0.leximin is not None and bool(g0.leximin.any())
+    res, rescued = _rescued(g0, res, rescue, tol, 4 * max_iter, expired,
+                            more=FIRST_GAME_SWEEPS if lex else ())
     history.append({"t": 0.0, "iterations": res.iterations, "residual": res.residual, "ok": res.ok,
                     **({"rescued": True} if rescued else {})})
     if not res.ok:

@@ -1062,3 +1062,37 @@ def test_a_first_game_newton_does_not_certify_starts_from_mnw(monkeypatch, fam):
     assert [h["start"] for h in restart] == ["maximum Nash welfare point"] and restart[0]["ok"], path
     assert restart[0]["t"] == 0.0 and restart[0]["iterations"] <= 20, path
     np.testing.assert_allclose(r.tasks, plain.tasks, rtol=1e-7)
+
+
+def test_a_first_game_with_leximin_servers_gets_longer_rescues(monkeypatch):
+    """A mix's first game (α = 1 at the finite servers, leximin at the inf ones) that Newton and the
+    rescue sweeps do not certify gets longer rescues (``FIRST_GAME_SWEEPS``), each going on from the last
+    one's sweeps. Forced here: Newton on that game fails until the point has had two rescues; it then
+    certifies after the second, of 40 sweeps from the first one's point, and the answer is the unforced
+    one. Measured at 200 × 32 with six resources (docs/mechanisms/apf-vds.md): the sweeps converge there,
+    slowly, where Newton from their first point does not."""
+    inst = _inst(923, "weights", N=20, K=4, R=4)
+    monkeypatch.setattr(apf_vds, "DIRECT_FIRST", False)
+    plain = solve(inst, "apf-vds", alpha=MIXED, gains=False)
+    real, sweeps, rescues = _apf_newton.newton, apf_vds._sweep_rescue, []
+
+    def counted_rescue(game, x, lam, **kw):
+        rescues.append(kw.get("sweeps"))
+        return sweeps(game, x, lam, **kw)
+
+    def fails_on_the_first_game_until_rescued_twice(game, x, lam, tol=1e-10, **kw):
+        first = game.leximin is not None and np.allclose(game.alpha[~game.leximin], 1.0)
+        if first and len(rescues) < 2:
+            mu = np.zeros(0) if kw.get("mu") is None else kw["mu"]
+            return _apf_newton.NewtonResult(x, lam, False, 3, 0.5, "forced", mu)
+        return real(game, x, lam, tol, **kw)
+
+    monkeypatch.setattr(apf_vds, "_sweep_rescue", counted_rescue)
+    monkeypatch.setattr(_apf_newton, "newton", fails_on_the_first_game_until_rescued_twice)
+    r = solve(inst, "apf-vds", alpha=MIXED, gains=False)
+    path = r.details["newton"]["continuation"]
+    first = next(h for h in path if h["t"] == 0.0 and not h.get("direct"))
+    assert first["ok"] and first.get("rescued"), path
+    assert rescues[:2] == [None, _apf_newton.FIRST_GAME_SWEEPS[0]], rescues
+    assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-8
+    np.testing.assert_allclose(r.tasks, plain.tasks, rtol=1e-7)
