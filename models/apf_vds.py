@@ -1719,10 +1719,10 @@ def _mnw_start(g1: ApfGame, session: Session, info: dict[str, Any]
     at α = 1 a pair's marginal is ``φ_n/X_n`` at every server, and the game's conditions are MNW's
     Karush–Kuhn–Tucker conditions (the prices of each server in its utility scale; the coupling rows'
     ``μ`` in the servers' own units, MNW's prices of task limits, budgets and external resources as they
-    are). Measured on
-    ``random_instance(96, 200, 32, 6)`` (placement): Newton stalled at a scaled residual of 1.4·10⁻⁴
-    from the sharing-incentive point and certified in 14 iterations from MNW's point (3.1 s by
-    Ipopt). ``info["mnw"]``: what ran; ``None`` where MNW is not certified or the time is up."""
+    are). Measured on ``random_instance(96, 200, 32, 6)`` (placement): Newton stalled at a scaled
+    residual of 1.4·10⁻⁴ from the sharing-incentive point and certified in 14 iterations from MNW's
+    point (3.1 s by Ipopt). ``info["mnw"]``: what ran; ``None`` where MNW is not certified or the time
+    is up."""
     from fairalloc.models import mnw
 
     if session.expired():
