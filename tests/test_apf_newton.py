@@ -1019,8 +1019,9 @@ def test_recentring_recovers_the_coupling_multipliers_of_an_equilibrium():
 
 @pytest.mark.parametrize("fam", ["external", "limits"])
 def test_the_recentred_path_reaches_the_same_equilibrium(monkeypatch, fam):
-    """α = 8 by continuation with the coupling multipliers recentred at each step and without: the same
-    allocation (the two paths take other steps), both certified."""
+    """α = 8 by continuation with the coupling multipliers recentred at each step and without: the two
+    paths take other steps (some coupling multiplier is positive on the way: the recentring acts) and
+    reach the same allocation, both certified."""
     inst = _inst(42, fam, N=20, K=4, R=4)
     monkeypatch.setattr("fairalloc.models.apf_vds.DIRECT_FIRST", False)
     on = solve(inst, "apf-vds", alpha=8, gains=False)
@@ -1028,6 +1029,11 @@ def test_the_recentred_path_reaches_the_same_equilibrium(monkeypatch, fam):
     off = solve(inst, "apf-vds", alpha=8, gains=False)
     assert on.status.value == off.status.value == "optimal"
     assert on.details["ncp_residual_scaled"] <= 1e-8
+
+    def steps(r):
+        return [(h["t"], h["iterations"]) for h in r.details["newton"]["continuation"]]
+
+    assert steps(on) != steps(off)
     np.testing.assert_allclose(on.tasks, off.tasks, rtol=1e-7)
 
 
