@@ -812,8 +812,9 @@ def _recentred(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], mu: np.ndarray 
             p = cols.indices[cols.indptr[j]:cols.indptr[j + 1]]
             q = cols.data[cols.indptr[j]:cols.indptr[j + 1]] * lv[j]
             use = held[p] & (q > 0) & np.isfinite(m[p])
-            # the factor on μ_j that makes pair p's price its marginal: (m − other prices)/q
-            need = (m[p] - (f[p] + m[p] - q))[use] / q[use]
+            # the factor on μ_j that makes pair p's price its marginal: (m − other prices)/q, the other
+            # prices being f + m − q
+            need = 1.0 - f[p][use] / q[use]
             need = need[need > 0]
             if len(need):
                 scale[j] = float(np.median(need))
