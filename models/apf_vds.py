@@ -1710,7 +1710,7 @@ def _split_vertex(game: ApfGame, arr: Any, xp: np.ndarray, lv: np.ndarray, activ
     return arr.unpack(yp, lv)[0], out.status.value
 
 
-def _mnw_start(g1: ApfGame, session: Session, info: dict[str, Any]
+def _mnw_start(g1: ApfGame, session: Session, info: dict[str, Any], arrays: _Arrays | None = None
                ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray] | None:
     """A start for the game ``g1`` of weighted proportional fairness at every server (α = 1, A = 1,
     B = 0) where Newton does not certify it from the sharing-incentive point: the maximum Nash welfare
@@ -1722,7 +1722,8 @@ def _mnw_start(g1: ApfGame, session: Session, info: dict[str, Any]
     are). Measured on ``random_instance(96, 200, 32, 6)`` (placement): Newton stalled at a scaled
     residual of 1.4·10⁻⁴ from the sharing-incentive point and certified in 14 iterations from MNW's
     point (3.1 s by Ipopt). ``info["mnw"]``: what ran; ``None`` where MNW is not certified or the time
-    is up."""
+    is up. ``arrays``: ``g1``'s :class:`~fairalloc.models._apf_newton._Arrays`, if already built (the
+    coupling rows' order)."""
     from fairalloc.models import mnw
 
     if session.expired():
@@ -1734,7 +1735,8 @@ def _mnw_start(g1: ApfGame, session: Session, info: dict[str, Any]
         return None
     x = np.asarray(sol.allocation, float)
     price = {"tasks": "limit", "budget": "budget", "external": "external"}
-    mu = np.array([sol.details["prices"][price[kind]][k] for kind, k in coupling_rows(g1)], float)
+    rows = (_Arrays(g1) if arrays is None else arrays).coupling
+    mu = np.array([sol.details["prices"][price[kind]][k] for kind, k in rows], float)
     return x, g1.multipliers(x), mu
 
 
@@ -1765,7 +1767,7 @@ def _proportional_start(inst: Instance, g0: ApfGame, x0: np.ndarray, tol: float,
     pf = newton(g, x0, g.multipliers(x0), tol, max_iter=4 * cap, expired=session.expired, cold=True,
                 arrays=ag)
     info.update(point="alpha = 1 at every server", iterations=pf.iterations, ok=pf.ok)
-    if not pf.ok and (at := _mnw_start(g, session, info)) is not None:
+    if not pf.ok and (at := _mnw_start(g, session, info, ag)) is not None:
         pf = newton(g, at[0], at[1], tol, max_iter=4 * cap, expired=session.expired, mu=at[2], arrays=ag)
         info.update(iterations=info["iterations"] + pf.iterations, ok=pf.ok)
     if not pf.ok:
