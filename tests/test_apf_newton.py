@@ -845,7 +845,7 @@ def test_the_plain_attempts_follow_a_failed_smoothed_one_unless_it_never_neared_
     g, x0 = _plain_game(inst, 2.0)
     seen = []
 
-    def fake(arrays, x, lam, *args):
+    def fake(arrays, x, lam, *args, **kw):
         seen.append(args[-1])  # smooth
         ok = len(seen) > 1  # the smoothed attempt fails (after `cuts` cuts), a plain one certifies
         return _apf_newton.NewtonResult(x, lam, ok, 7, 0.0 if ok else 1.0, cuts=cuts if len(seen) == 1 else 0)
@@ -951,19 +951,54 @@ def test_distinct_equilibria_one_answer_per_input():
     assert np.max(np.abs(X - xb.sum(axis=1)) / X) <= 1e-10
 
 
-def test_ill_conditioned_steps_on_the_input_are_not_kept():
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_ill_conditioned_steps_on_the_input_are_not_kept(monkeypatch, adaptive):
     """Scoped external resource at α = 8, demands six decades apart (30 × 8, seed 808): both statements
     take one path, and its point certifies on each input (9.9e-11). Newton's steps on each input's own
     game took that to 3.3e-13 but moved the totals by 1.1e-7 and 2.1e-7, so the answers ended 1.1e-7
     apart (splits 1.3e-5). Steps that move a total by more than ``ON_INPUT_GAIN`` times the residual of
-    a point that certifies are not kept: the two agree to round-off."""
+    a point that certifies are not kept: the two agree to round-off. (That path is the one taken without
+    Newton's adaptive last attempt; with it, the steps on the input move the totals by 7e-12 and are
+    kept, and the two agree all the same.)"""
+    monkeypatch.setattr(_apf_newton, "ADAPTIVE_LAST", adaptive)
     a, b, xb = _two_statements(808, "scoped", (30, 8, 4), 8)
     for r in (a, b):
         assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-8
         on_input = r.details["newton"]["on_input"]
-        assert not on_input["kept"] and on_input["totals_moved"] > 100 * on_input["residual_before"]
+        if not adaptive:
+            assert not on_input["kept"] and on_input["totals_moved"] > 100 * on_input["residual_before"]
     X = a.x.sum(axis=1)
     assert np.max(np.abs(a.x - xb).sum(axis=1) / X) <= 1e-10
+
+
+@pytest.mark.parametrize("fam", ["plain", "limits", "weights"])
+def test_the_adaptive_last_attempt_certifies_where_the_plain_ones_fail(monkeypatch, fam):
+    """α = 16 on 20 × 4 (seed 5): from the sharing-incentive point every plain attempt of the direct
+    solve ends at a scaled residual of 1.0 and the continuation is needed; the attempt with the adaptive
+    regularisation (``ADAPTIVE_LAST``), from the same start, certifies it. Its allocation is the
+    continuation's (without the adaptive attempt) to round-off."""
+    inst = _inst(5, fam, N=20, K=4, R=4)
+    real, seen = _apf_newton._newton, []
+
+    def spy(*args, **kw):
+        r = real(*args, **kw)
+        seen.append((kw.get("adaptive", False), r.ok, r.residual))
+        return r
+
+    monkeypatch.setattr(_apf_newton, "_newton", spy)
+    res = solve(inst, "apf-vds", alpha=16, gains=False)
+    path = res.details["newton"]["continuation"]
+    assert res.status.value == "optimal" and res.details["ncp_residual_scaled"] <= 1e-8
+    assert len(path) == 1 and path[0]["direct"] and path[0]["ok"]
+    j = next(k for k, (adaptive, _, _) in enumerate(seen) if adaptive)  # the direct solve's last attempt
+    assert j >= 1 and seen[j][1] and all(not ok and r > 0.5 for _, ok, r in seen[:j])
+    seen.clear()
+    monkeypatch.setattr(_apf_newton, "ADAPTIVE_LAST", False)
+    ref = solve(inst, "apf-vds", alpha=16, gains=False)
+    assert not any(adaptive for adaptive, _, _ in seen)
+    ref_path = ref.details["newton"]["continuation"]
+    assert not ref_path[0]["ok"] and len(ref_path) > 1
+    assert ref.status.value == "optimal" and np.allclose(res.x, ref.x, rtol=0, atol=1e-10 * ref.x.max())
 
 
 def test_per_server_alpha_follows_its_server_in_name_order():
