@@ -804,18 +804,20 @@ def _predict(before: _Point, last: _Point, tn: float,
 
 
 def _recentred(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], mu: np.ndarray | None,
-               rounds: int = RECENTRE_ROUNDS) -> np.ndarray | None:
+               rounds: int | None = None) -> np.ndarray | None:
     """The coupling rows' multipliers ``μ`` (task limits, budgets, external resources) moved to a start
     ``(x, λ)`` in another game of the path: each positive ``μ_j`` scaled so that, over the pairs in the
     support (``x_{n,i} > 10⁻⁶ X_n``) whose price it enters, the median of ``ρ_p = (Dλ)_p/m_p`` with the
-    other prices kept is 1 (``rounds`` Jacobi passes: a user's pair can carry two such rows). The
-    servers' rows' ``λ`` follow the path in each game's utility scale (``rescale``), but ``μ`` is in the
-    servers' own units of ``g_i``, in which the marginals move with ``α`` by ``(A_i/s̃)^{Δα}``: kept as
-    it was, an external resource's ``μ_e`` priced the pairs of 154 of 200 users at ``ρ ≈ 0.2`` after a
-    step from ``α = 6.7`` to ``7.0`` (200 × 32 ``mixed``), and Newton spent 400 iterations without
-    certifying the step; from the recentred ``μ``, 35 (docs/mechanisms/apf-vds.md). Rows of leximin
-    servers (``external-leximin``) carry levels and are kept."""
-    if mu is None or not len(mu):
+    other prices kept is 1 (``rounds`` Jacobi passes, since a user's pair can carry two such rows;
+    ``RECENTRE_ROUNDS`` unless given, read at each call; 0 keeps ``μ``). The servers' rows' ``λ``
+    follow the path in each game's utility scale (``rescale``), but ``μ`` is in the servers' own units
+    of ``g_i``, in which the marginals move with ``α`` by ``(A_i/s̃)^{Δα}``: kept as it was, an
+    external resource's ``μ_e`` priced the pairs of 154 of 200 users at ``ρ ≈ 0.2`` after a step from
+    ``α = 6.7`` to ``7.0`` (200 × 32 ``mixed``), and Newton spent 400 iterations without certifying the
+    step; from the recentred ``μ``, 35 (docs/mechanisms/apf-vds.md). Rows of leximin servers
+    (``external-leximin``) carry levels and are kept."""
+    rounds = RECENTRE_ROUNDS if rounds is None else rounds
+    if mu is None or not len(mu) or not rounds:
         return mu
     xp, lv = a.pack(x, lam, mu)
     X = a.totals(xp)
@@ -913,7 +915,7 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
             if (scaled_residual(game, xs, ls, res.mu, arrays)
                     < scaled_residual(game, x, lam, res.mu, arrays)):
                 x, lam = xs, ls
-        mu = _recentred(arrays, x, lam, res.mu) if RECENTRE_ROUNDS else res.mu
+        mu = _recentred(arrays, x, lam, res.mu)
         trial = newton(game, x, lam, tol, max_iter=max_iter, expired=expired,
                        mu=mu, arrays=arrays)  # μ is in the servers' own (unscaled) units
         trial, rescued = _rescued(game, trial, rescue, tol, max_iter, expired, arrays)
