@@ -1151,6 +1151,15 @@ def _as_psdsf(inst: Instance, session: Session, algorithm: str, pool: bool) -> S
     return sol
 
 
+def leximin_newton(inst: Instance, session: Session) -> Solution:
+    """``α = inf`` at every server — PS-DSF ([APF] Thm 2) — solved by the semismooth Newton method
+    (:func:`_solve_newton`: every pair a leximin pair), without :func:`solve`'s routing of that game to
+    ``ps-dsf``: mechanism ``ps-dsf``'s fallback where its ``fast`` sweeps reach their cap
+    (:func:`fairalloc.models.psdsf.solve`). ``inst`` as that caller has it (in name order, pooled,
+    normalised); no best-response gains (PS-DSF's Thm 1 certificate is the caller's)."""
+    return _solve(inst, session, math.inf, 1.0, 0.0, "newton", 0.0, 0, 0.1, 1.0, True, False)
+
+
 def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorithm: str, tol: float,
            max_iter: int, epsilon: float, kappa: float, polish: bool, gains: bool) -> Solution:
     coupled = _coupled(inst)

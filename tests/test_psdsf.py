@@ -680,3 +680,49 @@ def test_a_finish_lp_stopped_by_its_work_cap_is_not_solved_again(monkeypatch):
     y, status, info = P.fast(inst, progress=False)
     assert status.value == "converged" and info["finish"]["capped"] >= 1
     assert psdsf_certificate(inst, y, tol=1e-9)["holds"]
+
+
+def test_fast_hands_a_slow_run_to_the_newton_method(monkeypatch):
+    """Where the sweeps have not converged after ``NEWTON_AFTER`` of them, the game solved by apf-vds's
+    Newton method at α = inf at every server ends the run: certified (Thm 1, checked here again), the
+    canonical vertex of its structure; the same in another order and other units. ``newton=false``
+    runs the sweeps alone."""
+    import fairalloc.models.psdsf as psdsf
+
+    inst = random_instance(1, 20, 4, 3)
+    alone = solve(inst, "ps-dsf", newton=False)
+    assert alone.status.value == "converged" and "newton" not in alone.details
+    assert alone.details["sweeps"] > 10
+    monkeypatch.setattr(psdsf, "NEWTON_AFTER", 5)
+    r = solve(inst, "ps-dsf")
+    nw = r.details["newton"]
+    assert r.status.value == "converged" and r.details["sweeps"] == 5
+    assert nw["status"] == "optimal" and nw["certified"] and nw["canonical"]
+    assert nw["ncp_residual_scaled"] <= 1e-8
+    assert psdsf_certificate(inst, r.x, tol=1e-9)["holds"] and feasibility(inst, r.x)["holds"]
+    pu, ps = np.arange(20)[::-1], np.array([2, 0, 3, 1])
+    b = solve(restated(inst, pu, ps, [1e-3, 7.3, 1024.0], reverse=True), "ps-dsf")
+    assert b.details["newton"]["certified"]
+    np.testing.assert_allclose(back(b.x, pu, ps), r.x, rtol=0, atol=1e-9 * r.x.max())
+
+
+def test_fast_resumes_its_sweeps_where_the_newton_method_fails(monkeypatch):
+    """A Newton run that does not certify is not kept: the sweeps go on from their iterate, and the
+    run ends as the sweeps alone end it (converged, certified)."""
+    import fairalloc.models.apf_vds as apf_vds
+    import fairalloc.models.psdsf as psdsf
+    from fairalloc.registry import Solution
+    from fairalloc.status import Status
+
+    def fails(inst, session):
+        return Solution(np.zeros((inst.n_users, inst.n_servers)), Status.ITERATION_LIMIT, "stub")
+
+    inst = random_instance(1, 20, 4, 3)
+    monkeypatch.setattr(psdsf, "NEWTON_AFTER", 5)
+    monkeypatch.setattr(apf_vds, "leximin_newton", fails)
+    r = solve(inst, "ps-dsf")
+    assert r.status.value == "converged" and r.details["sweeps"] > 5
+    assert r.details["newton"] == {"after_sweeps": 5, "status": "iteration_limit",
+                                   "ncp_residual_scaled": None, "certified": False,
+                                   "seconds": r.details["newton"]["seconds"]}
+    assert psdsf_certificate(inst, r.x, tol=1e-9)["holds"]
