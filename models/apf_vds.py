@@ -1157,7 +1157,8 @@ def leximin_newton(inst: Instance, session: Session) -> Solution:
     ``ps-dsf``: mechanism ``ps-dsf``'s fallback where its ``fast`` sweeps reach their cap
     (:func:`fairalloc.models.psdsf.solve`). ``inst`` as that caller has it (in name order, pooled,
     normalised); no best-response gains (PS-DSF's Thm 1 certificate is the caller's)."""
-    return _solve(inst, session, math.inf, 1.0, 0.0, "newton", 0.0, 0, 0.1, 1.0, True, False)
+    return _solve(inst, session, alpha=math.inf, A=1.0, B=0.0, algorithm="newton", tol=0.0, max_iter=0,
+                  epsilon=0.1, kappa=1.0, polish=True, gains=False)
 
 
 def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorithm: str, tol: float,

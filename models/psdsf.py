@@ -1155,7 +1155,7 @@ def time_shared_mnw(inst: Instance, session: Session) -> tuple[np.ndarray, Statu
 
 
 # ---------------------------------------------------------------------- mechanism
-NEWTON_AFTER = 1000  # fast: sweeps before the Newton method is tried (fast_then_newton) ...
+NEWTON_AFTER = 2000  # fast: sweeps before the Newton method is tried (fast_then_newton) ...
 NEWTON_PAIRS = 400 * 64  # ... on instances of up to this many users x servers
 
 
@@ -1177,14 +1177,15 @@ def fast_then_newton(inst: Instance, session: Session, tol: float, max_iter: int
     sweeps) it certified 14 of 16 from the unrounded numbers and 11 of 16 from the 32-bit grid, with
     different failures.
 
-    Measured (in-process, 120 s sessions, two runs side by side): on those 16 instances the sweeps
-    alone certified 14 within 2 520 sweeps; on ``plain`` 106 and ``placement`` 107 they cycle (5 000
-    and 30 000 sweeps ended ``iteration_limit``). Handed over after 1 000 sweeps, the Newton method
-    certified those two (29.8 and 37.5 s in all) and the two others beyond 1 000 sweeps (``weights``
-    106: 17.6 s against 32.0 s; ``scoped`` 107: 19.4 s against 16.8 s; 2 000 sweeps: 39.9, 51.8,
-    30.6 and 19.1 s, through the CLI). At 400 × 64 × 4 (seed 1) ``plain`` took 1 219 sweeps alone (105.4 s) and 109.8 s
-    with the Newton method certifying after 1 000; at 1000 × 250 the sweeps certify in 1 114 sweeps
-    (248 s) and the Newton method alone had a scaled residual of 0.029 after 120 s: hence
+    Measured on 64 instances ``random_instance(seed, 200, 32, 6)``, seeds 106–109, eight families (the
+    table in docs/mechanisms/psdsf.md): the sweeps alone end ``iteration_limit`` on three (they cycle:
+    ``plain`` 106 and ``placement`` 107 also at 30 000 sweeps); handed over after 2 000 sweeps, all 64
+    certify, the slowest in 59.0 s (``weights`` 109: the Newton method failed there and the sweeps went
+    on). After 1 000 sweeps the cycling runs ended sooner, but four of the five runs that the sweeps
+    certify within 1 052–2 520 sweeps took 2.6–21.6 s longer. At 400 × 64 × 4 (seed 1) ``plain``
+    takes 1 219 sweeps (105.4 s; 109.8 s handed over after 1 000, the Newton method certifying in
+    28.4 s); at 1000 × 250 the sweeps certify in
+    1 114 sweeps (248 s) and the Newton method alone had a scaled residual of 0.029 after 120 s: hence
     ``NEWTON_PAIRS``."""
     from fairalloc.models import apf_vds
 
@@ -1234,7 +1235,7 @@ PARAMS = [
     Param("seed", as_int, 0, "random server order of the distributed algorithm"),
     Param("pool", as_bool, True, "solve each group of identical servers as one server and split it evenly "
           "(exact, models/_pools.py; not with external resources); false: the full game"),
-    Param("newton", as_bool, True, "fast: where the sweeps have not converged after NEWTON_AFTER (1000) "
+    Param("newton", as_bool, True, "fast: where the sweeps have not converged after NEWTON_AFTER (2000) "
           "sweeps, solve the game by apf-vds's Newton method at alpha = inf, up to 400 x 64 users x "
           "servers (the sweeps resume where it does not certify); false: the sweeps alone"),
 ]
