@@ -114,6 +114,7 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -898,7 +899,8 @@ OMEGAS = (1.5, 1.0, 0.7, 0.5)  # over-relaxation factors, the next one after 100
 
 def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_iter: int = 5000,
          omega: float = 1.5, progress: bool | None = None, finish: bool = True,
-         x0: np.ndarray | None = None) -> tuple[np.ndarray, Status, dict[str, Any]]:
+         x0: np.ndarray | None = None, handover: tuple[int, Callable[[], np.ndarray | None]] | None = None
+         ) -> tuple[np.ndarray, Status, dict[str, Any]]:
     r"""PS-DSF by Gauss–Seidel sweeps of exact numpy best responses (:func:`leximin_response`),
     over-relaxed, finished exactly (:func:`exact_finish`) and certified by [PSDSF] Thm 1.
 
@@ -956,7 +958,10 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     sweeps against 1004). Otherwise the sweeps stop at a fixed point (every response
     reproduces its column to ``10⁻³·tol`` relative, then one plain sweep makes every column its server's
     response), at ``max_iter`` (``iteration_limit``) or when ``session``'s time is up (``time_limit``).
-    Like Algorithm I it returns *a* PS-DSF allocation.
+    Like Algorithm I it returns *a* PS-DSF allocation. ``handover = (n, solve)``: after sweep ``n``,
+    ``solve()`` is called once; a point it returns ends the run (``converged``, ``details.handed_over``:
+    ``n``; the caller has certified it), and with ``None`` the sweeps go on as if it had not been called
+    (:func:`fast_then_newton`).
     """
     from tqdm.auto import tqdm
 
@@ -1116,6 +1121,11 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
             if session is not None and session.expired():
                 status = Status.TIME_LIMIT
                 break
+            if handover is not None and sweep == handover[0]:
+                y = handover[1]()
+                if y is not None:
+                    return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report,
+                                                 "max_change": history, "handed_over": sweep}
     finally:
         bar.close()
     X = x.sum(axis=1)
@@ -1165,10 +1175,12 @@ def fast_then_newton(inst: Instance, session: Session, tol: float, max_iter: int
     solved by ``apf-vds``'s semismooth Newton method with ``α = inf`` at every server
     (:func:`fairalloc.models.apf_vds.leximin_newton`; [APF] Thm 2: that game is PS-DSF). Its point is
     kept where it carries the Thm 1 certificate at ``10⁻⁹``, as the canonical vertex of its structure
-    (:func:`exact_finish` with ``canonical=True``) where that carries it too; otherwise the sweeps resume
-    from their iterate for the remaining ``max_iter − NEWTON_AFTER``. ``details.newton``: the sweeps
+    (:func:`exact_finish` with ``canonical=True``) where that carries it too; otherwise the sweeps go on
+    to ``max_iter``. ``details.newton``: the sweeps
     before it, its status, scaled NCP residual, seconds, and whether its point was kept (``certified``,
-    ``canonical``). :func:`solve` calls it on instances of up to ``NEWTON_PAIRS`` users × servers.
+    ``canonical``). The call is :func:`fast`'s ``handover``: where the Newton method does not certify,
+    the sweeps go on exactly as without it. :func:`solve` calls this on instances of up to
+    ``NEWTON_PAIRS`` users × servers.
 
     The Newton method runs on ``unrounded`` where given: the normalised instance before
     :func:`~fairalloc.models._perserver.on_grid` (as ``apf-vds`` has it; its path rounds to its own
@@ -1180,8 +1192,12 @@ def fast_then_newton(inst: Instance, session: Session, tol: float, max_iter: int
     Measured on 64 instances ``random_instance(seed, 200, 32, 6)``, seeds 106–109, eight families (the
     table in docs/mechanisms/psdsf.md): the sweeps alone end ``iteration_limit`` on three (they cycle:
     ``plain`` 106 and ``placement`` 107 also at 30 000 sweeps); handed over after 2 000 sweeps, all 64
-    certify, the slowest in 59.0 s (``weights`` 109: the Newton method failed there and the sweeps went
-    on). After 1 000 sweeps the cycling runs ended sooner, but four of the five runs that the sweeps
+    certify, the slowest in 64.3 s (``weights`` 109: the Newton method failed there in 30.9 s and the
+    sweeps went on, as alone, to 2 202). Where the Newton method fails, it costs its time and nothing
+    else: the first version resumed the sweeps from their iterate with a fresh ``ω``, and ``plain`` 113
+    then took 4 820 sweeps (118.4 s) where alone it takes 2 253 (now 75.4 s with the failed Newton
+    run).
+    After 1 000 sweeps the cycling runs ended sooner, but four of the five runs that the sweeps
     certify within 1 052–2 520 sweeps took 2.6–21.6 s longer. At 400 × 64 × 4 (seed 1) ``plain``
     takes 1 219 sweeps (105.4 s; 109.8 s handed over after 1 000, the Newton method certifying in
     28.4 s); at 1000 × 250 the sweeps certify in
@@ -1189,28 +1205,26 @@ def fast_then_newton(inst: Instance, session: Session, tol: float, max_iter: int
     ``NEWTON_PAIRS``."""
     from fairalloc.models import apf_vds
 
-    x, status, info = fast(inst, session, tol, NEWTON_AFTER)
-    if status is not Status.ITERATION_LIMIT or session.expired():
-        return x, status, info
-    start = time.perf_counter()
-    sol = apf_vds.leximin_newton(inst if unrounded is None else unrounded, session)
-    y = sol.allocation
-    report: dict[str, Any] = {"after_sweeps": NEWTON_AFTER, "status": sol.status.value,
-                              "ncp_residual_scaled": sol.details.get("ncp_residual_scaled"),
-                              "certified": sol.status.ok and psdsf_certificate(inst, y, tol=1e-9)["holds"]}
-    if report["certified"]:
-        z = exact_finish(inst, y, 1e-6, 1e-7, canonical=True, work=LP_WORK, time_limit=session.remaining())
-        report["canonical"] = z is not None and psdsf_certificate(inst, z, tol=1e-9)["holds"]
-        report["seconds"] = time.perf_counter() - start
-        log.info("ps-dsf fast: %d sweeps, then certified by the Newton method", NEWTON_AFTER)
-        return (z if report["canonical"] else y), Status.CONVERGED, {**info, "newton": report}
-    report["seconds"] = time.perf_counter() - start
-    if session.expired():
-        return x, Status.TIME_LIMIT, {**info, "newton": report}
-    x, status, more = fast(inst, session, tol, max_iter - NEWTON_AFTER, x0=x)
-    more["sweeps"] += NEWTON_AFTER
-    return x, status, {**more, "newton": report}
+    report: dict[str, Any] = {}
 
+    def newton() -> np.ndarray | None:
+        start = time.perf_counter()
+        sol = apf_vds.leximin_newton(inst if unrounded is None else unrounded, session)
+        y = sol.allocation
+        report.update(after_sweeps=NEWTON_AFTER, status=sol.status.value,
+                      ncp_residual_scaled=sol.details.get("ncp_residual_scaled"),
+                      certified=sol.status.ok and psdsf_certificate(inst, y, tol=1e-9)["holds"])
+        if report["certified"]:
+            z = exact_finish(inst, y, 1e-6, 1e-7, canonical=True, work=LP_WORK,
+                             time_limit=session.remaining())
+            report["canonical"] = z is not None and psdsf_certificate(inst, z, tol=1e-9)["holds"]
+            y = z if report["canonical"] else y
+            log.info("ps-dsf fast: %d sweeps, then certified by the Newton method", NEWTON_AFTER)
+        report["seconds"] = time.perf_counter() - start
+        return y if report["certified"] else None
+
+    x, status, info = fast(inst, session, tol, max_iter, handover=(NEWTON_AFTER, newton))
+    return x, status, {**info, **({"newton": report} if report else {})}
 
 LIMITS_HINT = "only algorithm=fast and best-response support task limits; omit 'tasks' for the others"
 BUDGET_HINT = "only algorithm=fast and best-response support budgets; omit 'budget' for the others"
