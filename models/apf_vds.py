@@ -1154,9 +1154,10 @@ def _as_psdsf(inst: Instance, session: Session, algorithm: str, pool: bool) -> S
 def leximin_newton(inst: Instance, session: Session) -> Solution:
     """``α = inf`` at every server — PS-DSF ([APF] Thm 2) — solved by the semismooth Newton method
     (:func:`_solve_newton`: every pair a leximin pair), without :func:`solve`'s routing of that game to
-    ``ps-dsf``: mechanism ``ps-dsf``'s fallback where its ``fast`` sweeps reach their cap
-    (:func:`fairalloc.models.psdsf.solve`). ``inst`` as that caller has it (in name order, pooled,
-    normalised); no best-response gains (PS-DSF's Thm 1 certificate is the caller's)."""
+    ``ps-dsf``: what mechanism ``ps-dsf`` hands a ``fast`` run to when its sweeps have not converged
+    after ``NEWTON_AFTER`` of them (:func:`fairalloc.models.psdsf.fast_then_newton`). ``inst`` as
+    that caller has it (in name order, pooled, normalised); no best-response gains (PS-DSF's Thm 1
+    certificate is the caller's)."""
     return _solve(inst, session, alpha=math.inf, A=1.0, B=0.0, algorithm="newton", tol=0.0, max_iter=0,
                   epsilon=0.1, kappa=1.0, polish=True, gains=False)
 

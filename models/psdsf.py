@@ -24,7 +24,10 @@ Four ways to compute it (``-p algorithm=...``):
     sweeps are close, the structure of the point (support, saturated resources, each pair's lowest
     saturated resource, users at their limits) turns Thm 1 into linear constraints in ``(x, X, τ)``
     (``τ`` a water level per saturated resource) solved as one LP (:func:`exact_finish`); the result
-    must carry the certificate at ``10⁻⁹``, else the sweeps continue. Time-shared form: Thm 1 on
+    must carry the certificate at ``10⁻⁹``, else the sweeps continue. A run not converged after
+    ``NEWTON_AFTER`` sweeps (up to ``NEWTON_PAIRS`` users × servers) is handed to ``apf-vds``'s Newton
+    method at ``α = inf`` and kept where it certifies (:func:`fast_then_newton`; ``-p newton=false``:
+    the sweeps alone). Time-shared form: Thm 1 on
     one-resource servers is the KKT system of weighted proportional fairness ([APF] Thm 5 at α = 1),
     so PS-DSF is ``mnw``'s point (:func:`time_shared_mnw`), split canonically. With a ``customize``
     hook ``fast`` runs ``best-response`` (numpy cannot read the hook's edits; ``details.routed``).
@@ -1176,11 +1179,10 @@ def fast_then_newton(inst: Instance, session: Session, tol: float, max_iter: int
     (:func:`fairalloc.models.apf_vds.leximin_newton`; [APF] Thm 2: that game is PS-DSF). Its point is
     kept where it carries the Thm 1 certificate at ``10⁻⁹``, as the canonical vertex of its structure
     (:func:`exact_finish` with ``canonical=True``) where that carries it too; otherwise the sweeps go on
-    to ``max_iter``. ``details.newton``: the sweeps
-    before it, its status, scaled NCP residual, seconds, and whether its point was kept (``certified``,
-    ``canonical``). The call is :func:`fast`'s ``handover``: where the Newton method does not certify,
-    the sweeps go on exactly as without it. :func:`solve` calls this on instances of up to
-    ``NEWTON_PAIRS`` users × servers.
+    to ``max_iter``. ``details.newton``: the sweeps before it, its status, scaled NCP residual, seconds,
+    and whether its point was kept (``certified``, ``canonical``). The call is :func:`fast`'s
+    ``handover``: where the Newton method does not certify, the sweeps go on exactly as without it.
+    :func:`solve` calls this on instances of up to ``NEWTON_PAIRS`` users × servers.
 
     The Newton method runs on ``unrounded`` where given: the normalised instance before
     :func:`~fairalloc.models._perserver.on_grid` (as ``apf-vds`` has it; its path rounds to its own
@@ -1196,13 +1198,11 @@ def fast_then_newton(inst: Instance, session: Session, tol: float, max_iter: int
     sweeps went on, as alone, to 2 202). Where the Newton method fails, it costs its time and nothing
     else: the first version resumed the sweeps from their iterate with a fresh ``ω``, and ``plain`` 113
     then took 4 820 sweeps (118.4 s) where alone it takes 2 253 (now 75.4 s with the failed Newton
-    run).
-    After 1 000 sweeps the cycling runs ended sooner, but four of the five runs that the sweeps
+    run). After 1 000 sweeps the cycling runs ended sooner, but four of the five runs that the sweeps
     certify within 1 052–2 520 sweeps took 2.6–21.6 s longer. At 400 × 64 × 4 (seed 1) ``plain``
     takes 1 219 sweeps (105.4 s; 109.8 s handed over after 1 000, the Newton method certifying in
-    28.4 s); at 1000 × 250 the sweeps certify in
-    1 114 sweeps (248 s) and the Newton method alone had a scaled residual of 0.029 after 120 s: hence
-    ``NEWTON_PAIRS``."""
+    28.4 s); at 1000 × 250 the sweeps certify in 1 114 sweeps (248 s) and the Newton method alone had
+    a scaled residual of 0.029 after 120 s: hence ``NEWTON_PAIRS``."""
     from fairalloc.models import apf_vds
 
     report: dict[str, Any] = {}
@@ -1251,7 +1251,7 @@ PARAMS = [
           "(exact, models/_pools.py; not with external resources); false: the full game"),
     Param("newton", as_bool, True, "fast: where the sweeps have not converged after NEWTON_AFTER (2000) "
           "sweeps, solve the game by apf-vds's Newton method at alpha = inf, up to 400 x 64 users x "
-          "servers (the sweeps resume where it does not certify); false: the sweeps alone"),
+          "servers (where it does not certify, the sweeps go on); false: the sweeps alone"),
 ]
 
 
