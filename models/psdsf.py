@@ -962,8 +962,8 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     reproduces its column to ``10⁻³·tol`` relative, then one plain sweep makes every column its server's
     response), at ``max_iter`` (``iteration_limit``) or when ``session``'s time is up (``time_limit``).
     Like Algorithm I it returns *a* PS-DSF allocation. ``handover = (n, solve)``: after sweep ``n``,
-    ``solve()`` is called once; a point it returns ends the run (``converged``, ``details.handed_over``:
-    ``n``; the caller has certified it), and with ``None`` the sweeps go on as if it had not been called
+    ``solve()`` is called once; a point it returns ends the run (``converged`` after ``n`` sweeps; the
+    caller has certified it), and with ``None`` the sweeps go on as if it had not been called
     (:func:`fast_then_newton`).
     """
     from tqdm.auto import tqdm
@@ -1128,7 +1128,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                 y = handover[1]()
                 if y is not None:
                     return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report,
-                                                 "max_change": history, "handed_over": sweep}
+                                                 "max_change": history}
     finally:
         bar.close()
     X = x.sum(axis=1)
