@@ -666,6 +666,42 @@ def test_mixed_alpha_with_task_limits_and_budgets(fam, kind):
     assert bound > 0
 
 
+def test_every_generator_option_together():
+    """Placement, two scoped external resources, task limits and weights on one instance (no family
+    has them all). ps-dsf carries Thm 1. apf-vds at α = 2 has its scaled residual and every server's
+    best-response gain (its own exact response to the returned allocation) within 1e-8. The mix has
+    Thm 1 at its inf servers. A priced external resource is used to capacity (some are priced), and a
+    task limit binds."""
+    from fairalloc.verify.psdsf import psdsf_certificate
+
+    limits = priced = 0
+    for seed in (1200, 1205):
+        inst = random_instance(seed, 16, 4, 3, placement=True, external=2, scoped=True, limits=True,
+                               weights=True)
+        p = solve(inst, "ps-dsf")
+        assert p.status.value == "converged" and psdsf_certificate(inst, p.allocation, tol=1e-8)["holds"]
+        a = solve(inst, "apf-vds", alpha=2.0)
+        assert a.details["algorithm"] == "newton" and a.status.value == "optimal", a.message
+        assert a.details["ncp_residual_scaled"] <= 1e-8
+        assert a.details["best_response_gain"] <= 1e-8 * max(1.0, a.tasks.max())
+        for e, name in enumerate(inst.external):
+            used = float(inst.external_demand[:, e] @ a.x[:, inst.external_scope[e]].sum(axis=1))
+            assert used <= inst.external_capacity[e] * (1 + 1e-9)
+            ext = a.details["external_multipliers"]
+            if ext[name] > 1e-8 * max(ext.values()):
+                priced += 1
+                assert used == pytest.approx(inst.external_capacity[e], rel=1e-8)
+        limits += int((a.tasks >= inst.tasks * (1 - 1e-9)).sum())
+        m = solve(inst, "apf-vds", alpha=MIXED)
+        assert m.details["algorithm"] == "newton" and m.status.value == "optimal", m.message
+        assert m.details["ncp_residual_scaled"] <= 1e-8 and m.details["certificate"]["holds"]
+        cert = psdsf_certificate(inst, m.allocation, tol=1e-8)
+        assert not [f for f in cert["failures"] if f["server"] in (inst.servers[0], inst.servers[2])]
+        for r in (p, a, m):
+            assert feasibility(inst, r.x)["holds"]
+    assert limits > 0 and priced >= 2  # the instances exercise binding coupling rows of both kinds
+
+
 def test_mixed_alpha_on_time_shared_servers_is_psdsf():
     """[APF] Thm 5: on time-shared servers every α gives PS-DSF, so a mix of α = inf and finite α does
     too (the same totals as ``ps-dsf``, whose time-shared totals are unique)."""
