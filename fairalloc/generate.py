@@ -6,6 +6,9 @@ probability 0.3, but always uses at least one server resource), weights from ``{
 limits ``U(0.2, 1.2)·η`` for roughly half of the users, placement constraints that drop each server
 with probability 0.4 (keeping at least one server the user can run on), and external resources with
 capacity ``U(0.5, 2)`` and demands ``U(0.02, 0.5)``, optionally scoped to a random non-empty server subset.
+With ``time_shared=True`` it draws rates ``U(1, 10)`` per (user, server) instead (each zero with probability
+0.2, one positive rate per user kept), with the same weights, placement and task limits; the number of
+resources and ``missing`` do not apply, and external resources are refused (``ValueError``).
 """
 
 from __future__ import annotations
@@ -44,11 +47,14 @@ def random_instance(seed: int | np.random.Generator, n_users: int | None = None,
     R = n_resources or int(rng.integers(1, 4))
     w = rng.choice([1.0, 2.0, 3.0], N) if weights else np.ones(N)
     if time_shared:
+        if external:
+            raise ValueError(f"random_instance: external={external}: external resources need the demand "
+                             "form (time_shared=False)")
         rates = rng.uniform(1, 10, (N, K)) * (rng.random((N, K)) > 0.2)
         rates[np.arange(N), rng.integers(0, K, N)] = rng.uniform(1, 10, N)
         elig = _placement(rng, rates > 0, placement)
-        return Instance.from_arrays(rates=rates, weight=w, eligible=elig,
-                                    name=name or f"random-ts-{N}x{K}")
+        inst = Instance.from_arrays(rates=rates, weight=w, eligible=elig, name=name or f"random-ts-{N}x{K}")
+        return _task_limits(rng, inst) if limits else inst
     cap = rng.uniform(0.5, 2.0, (K, R)) * (rng.random((K, R)) > missing)
     cap[cap.sum(axis=1) == 0, 0] = 1.0
     dem = rng.uniform(0.05, 1.0, (N, R)) * (rng.random((N, R)) > 0.3)
@@ -72,10 +78,13 @@ def random_instance(seed: int | np.random.Generator, n_users: int | None = None,
                                 external_capacity=ext_cap if E else None,
                                 external_demand=ext_dem if E else None, external_scope=scope,
                                 name=name or f"random-{N}x{K}x{R}")
-    if limits:
-        T = np.where(rng.random(N) < 0.5, rng.uniform(0.2, 1.2, N) * inst.eta, np.inf)
-        inst = inst.replace(tasks=T)
-    return inst
+    return _task_limits(rng, inst) if limits else inst
+
+
+def _task_limits(rng: np.random.Generator, inst: Instance) -> Instance:
+    """Finite task limits ``U(0.2, 1.2)·η`` for roughly half of the users."""
+    N = inst.n_users
+    return inst.replace(tasks=np.where(rng.random(N) < 0.5, rng.uniform(0.2, 1.2, N) * inst.eta, np.inf))
 
 
 def _placement(rng: np.random.Generator, can: np.ndarray, placement: bool) -> np.ndarray:

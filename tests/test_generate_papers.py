@@ -102,3 +102,21 @@ def test_apf_bitbrain_is_seeded_valid_and_balanced():
     assert l1 and not a.eligible[np.ix_(l1, l3)].any()
     nominal = apf_bitbrain(5, 3, 0.5, jitter=0.0)
     np.testing.assert_allclose(nominal.capacity[:, 0].sum(), 75 * 4 + 100 * 8 + 75 * 16)
+
+
+def test_random_time_shared_instances_take_task_limits_and_refuse_external_resources():
+    """``random_instance(time_shared=True)`` draws task limits like the demand form (``U(0.2, 1.2)·η`` for
+    about half the users) instead of ignoring ``limits``, leaves the families' instances as they were,
+    and names ``external`` where it cannot honour it."""
+    from fairalloc.generate import FAMILIES, random_instance
+
+    inst = random_instance(3, 40, 4, time_shared=True, limits=True)
+    finite = np.isfinite(inst.tasks)
+    assert inst.time_shared and 0 < finite.sum() < inst.n_users
+    ratio = inst.tasks[finite] / inst.eta[finite]
+    assert ratio.min() >= 0.2 and ratio.max() <= 1.2
+    plain = random_instance(3, 40, 4, time_shared=True)
+    np.testing.assert_array_equal(plain.gamma, inst.gamma)  # the same rates: limits are drawn after them
+    assert np.isinf(random_instance(3, 40, 4, **FAMILIES["time-shared"]).tasks).all()
+    with pytest.raises(ValueError, match="external=1"):
+        random_instance(3, 40, 4, time_shared=True, external=1)
