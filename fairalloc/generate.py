@@ -8,7 +8,7 @@ with probability 0.4 (keeping at least one server the user can run on), and exte
 capacity ``U(0.5, 2)`` and demands ``U(0.02, 0.5)``, optionally scoped to a random non-empty server subset.
 With ``time_shared=True`` it draws rates ``U(1, 10)`` per (user, server) instead (each zero with probability
 0.2, one positive rate per user kept), with the same weights, placement and task limits; the number of
-resources and ``missing`` do not apply, and external resources are refused (``ValueError``).
+resources, ``missing`` and the external resources (``external``, ``scoped``) do not apply there.
 """
 
 from __future__ import annotations
@@ -47,9 +47,6 @@ def random_instance(seed: int | np.random.Generator, n_users: int | None = None,
     R = n_resources or int(rng.integers(1, 4))
     w = rng.choice([1.0, 2.0, 3.0], N) if weights else np.ones(N)
     if time_shared:
-        if external:
-            raise ValueError(f"random_instance: external={external}: external resources need the demand "
-                             "form (time_shared=False)")
         rates = rng.uniform(1, 10, (N, K)) * (rng.random((N, K)) > 0.2)
         rates[np.arange(N), rng.integers(0, K, N)] = rng.uniform(1, 10, N)
         elig = _placement(rng, rates > 0, placement)
