@@ -684,10 +684,10 @@ def test_every_generator_option_together():
         assert a.details["algorithm"] == "newton" and a.status.value == "optimal", a.message
         assert a.details["ncp_residual_scaled"] <= 1e-8
         assert a.details["best_response_gain"] <= 1e-8 * max(1.0, a.tasks.max())
+        ext = a.details["external_multipliers"]
         for e, name in enumerate(inst.external):
             used = float(inst.external_demand[:, e] @ a.x[:, inst.external_scope[e]].sum(axis=1))
             assert used <= inst.external_capacity[e] * (1 + 1e-9)
-            ext = a.details["external_multipliers"]
             if ext[name] > 1e-8 * max(ext.values()):
                 priced += 1
                 assert used == pytest.approx(inst.external_capacity[e], rel=1e-8)

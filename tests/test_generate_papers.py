@@ -106,9 +106,9 @@ def test_apf_bitbrain_is_seeded_valid_and_balanced():
 
 def test_random_time_shared_instances_take_task_limits():
     """``random_instance(time_shared=True)`` draws task limits like the demand form (``U(0.2, 1.2)·η`` for
-    about half the users) instead of ignoring ``limits``, and leaves the families' instances as they
-    were; external resources do not apply to the time-shared form (property tests draw the flags
-    freely)."""
+    about half the users) instead of ignoring ``limits``, drawn after the rates, so the rates are those
+    drawn without limits and the families' time-shared instances stay as they were; external resources
+    do not apply to the time-shared form (property tests draw the flags freely)."""
     from fairalloc.generate import FAMILIES, random_instance
 
     inst = random_instance(3, 40, 4, time_shared=True, limits=True)
