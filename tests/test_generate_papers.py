@@ -7,6 +7,7 @@ import pytest
 
 from fairalloc import solve
 from fairalloc.generate import (
+    FAMILIES,
     FOUR_CLASSES,
     GOOGLE_USAGE_LOGNORMAL,
     apf_bitbrain,
@@ -14,6 +15,7 @@ from fairalloc.generate import (
     google_jobs,
     google_jobs_instance,
     psdsf_section5,
+    random_instance,
 )
 
 TABLE_III = [[80, 340, 82.5, 55], [40, 170, 41.25, 41.25], [0, 0, 82.5, 27.5], [0, 0, 27.5, 27.5]]
@@ -109,8 +111,6 @@ def test_random_time_shared_instances_take_task_limits():
     about half the users) instead of ignoring ``limits``, drawn after the rates, so the rates are those
     drawn without limits and the families' time-shared instances stay as they were; external resources
     do not apply to the time-shared form (property tests draw the flags freely)."""
-    from fairalloc.generate import FAMILIES, random_instance
-
     inst = random_instance(3, 40, 4, time_shared=True, limits=True)
     finite = np.isfinite(inst.tasks)
     assert inst.time_shared and 0 < finite.sum() < inst.n_users
