@@ -963,7 +963,8 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     response), at ``max_iter`` (``iteration_limit``) or when ``session``'s time is up (``time_limit``).
     Like Algorithm I it returns *a* PS-DSF allocation. ``handover = (n, solve)``: after sweep ``n``,
     ``solve()`` is called once; a point it returns ends the run (``converged`` after ``n`` sweeps; the
-    caller has certified it), and with ``None`` the sweeps go on as if it had not been called
+    caller has certified it), as the canonical vertex of its structure where that carries the
+    certificate, as a fixed point does; with ``None`` the sweeps go on as if it had not been called
     (:func:`fast_then_newton`).
     """
     from tqdm.auto import tqdm
@@ -1009,6 +1010,13 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
         if stats.get("capped"):
             report["capped"] = report.get("capped", 0) + 1
         return y
+
+    def canonical_vertex(y: np.ndarray) -> np.ndarray:
+        """The canonical vertex of ``y``'s structure where that carries the certificate, else ``y``
+        (``report["canonical"]``: which)."""
+        z = structure_lp(at=y, canonical=True)
+        report["canonical"] = certified(z)
+        return z if report["canonical"] else y
 
     def finished(y: np.ndarray | None, pruned: int, drop: np.ndarray | None = None
                  ) -> tuple[np.ndarray, Status, dict[str, Any]] | None:
@@ -1126,7 +1134,8 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
                 break
             if handover is not None and sweep == handover[0]:
                 y = handover[1]()
-                if y is not None:
+                if y is not None:  # certified by the caller: its canonical vertex, as at a fixed point
+                    y = canonical_vertex(y) if finish else y
                     return y, Status.CONVERGED, {"sweeps": sweep, "omega": om, "finish": report,
                                                  "max_change": history}
     finally:
@@ -1137,9 +1146,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
         X[U] += col - x[U, i]
         x[U, i] = col
     if finish and status is Status.CONVERGED:  # a fixed point of the sweeps: its canonical vertex, as above
-        z = structure_lp(at=x, canonical=True)
-        report["canonical"] = certified(z)
-        x = z if report["canonical"] else x
+        x = canonical_vertex(x)
     log.info("ps-dsf fast: %d sweeps, %s", len(history), status.value)
     return x, status, {"sweeps": len(history), "omega": om, "finish": report, "max_change": history}
 
@@ -1177,11 +1184,12 @@ def fast_then_newton(inst: Instance, session: Session, tol: float, max_iter: int
     """:func:`fast`, and where its sweeps have not converged after ``NEWTON_AFTER`` of them, the same game
     solved by ``apf-vds``'s semismooth Newton method with ``α = inf`` at every server
     (:func:`fairalloc.models.apf_vds.leximin_newton`; [APF] Thm 2: that game is PS-DSF). Its point is
-    kept where it carries the Thm 1 certificate at ``10⁻⁹``, as the canonical vertex of its structure
-    (:func:`exact_finish` with ``canonical=True``) where that carries it too; otherwise the sweeps go on
-    to ``max_iter``. ``details.newton``: the sweeps before it, its status, scaled NCP residual, seconds,
-    and whether its point was kept (``certified``, ``canonical``). The call is :func:`fast`'s
-    ``handover``: where the Newton method does not certify, the sweeps go on exactly as without it.
+    kept where it carries the Thm 1 certificate at ``10⁻⁹``, and :func:`fast` returns the canonical
+    vertex of its structure where that carries it too, as for a fixed point of its own; otherwise the
+    sweeps go on to ``max_iter``. ``details.newton``: the sweeps before it, its status, scaled NCP
+    residual, seconds, and whether its point was kept (``certified``) as that vertex (``canonical``).
+    The call is :func:`fast`'s ``handover``: where the Newton method does not certify, the sweeps go on
+    exactly as without it.
     :func:`solve` calls this on instances of up to ``NEWTON_PAIRS`` users × servers.
 
     The Newton method runs on ``unrounded`` where given: the normalised instance before
@@ -1213,17 +1221,14 @@ def fast_then_newton(inst: Instance, session: Session, tol: float, max_iter: int
         y = sol.allocation
         report.update(after_sweeps=NEWTON_AFTER, status=sol.status.value,
                       ncp_residual_scaled=sol.details.get("ncp_residual_scaled"),
-                      certified=sol.status.ok and psdsf_certificate(inst, y, tol=1e-9)["holds"])
-        if report["certified"]:
-            z = exact_finish(inst, y, 1e-6, 1e-7, canonical=True, work=LP_WORK,
-                             time_limit=session.remaining())
-            report["canonical"] = z is not None and psdsf_certificate(inst, z, tol=1e-9)["holds"]
-            y = z if report["canonical"] else y
-            log.info("ps-dsf fast: %d sweeps, then certified by the Newton method", NEWTON_AFTER)
-        report["seconds"] = time.perf_counter() - start
+                      certified=sol.status.ok and psdsf_certificate(inst, y, tol=1e-9)["holds"],
+                      seconds=time.perf_counter() - start)
         return y if report["certified"] else None
 
     x, status, info = fast(inst, session, tol, max_iter, handover=(NEWTON_AFTER, newton))
+    if report.get("certified"):  # fast took the canonical vertex of the point's structure
+        report["canonical"] = info["finish"]["canonical"]
+        log.info("ps-dsf fast: %d sweeps, then certified by the Newton method", NEWTON_AFTER)
     return x, status, {**info, **({"newton": report} if report else {})}
 
 LIMITS_HINT = "only algorithm=fast and best-response support task limits; omit 'tasks' for the others"
