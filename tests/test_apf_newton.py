@@ -5,6 +5,8 @@ per-server α_i and the (22) class, the time-shared form, and its certificate is
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from restate import decades_apart
@@ -398,6 +400,47 @@ def test_coupled_not_certified_falls_back_to_best_response(monkeypatch):
     assert r.details["algorithm"] == "best-response"
     assert "forced" in r.details["newton"]["fallback"] and "best-response" in r.details["newton"]["fallback"]
     assert r.status.ok and "limit_multipliers" not in r.details
+
+
+def test_a_fallback_that_ends_short_returns_the_nearer_point(monkeypatch):
+    """Where Newton does not certify a coupled game and its best-response fallback ends without an
+    equilibrium too (here: one sweep allowed), the allocation returned is whichever of the two points has
+    the smaller scaled NCP residual by the verification's own fit of multipliers (``nash_conditions``),
+    with the fallback's status and, for Newton's point, its coupling multipliers and its residual. (At
+    4 x 2 one sweep already gives an equilibrium; at 12 x 4 it is far from one.)"""
+    inst = _coupled(1200, "plain", "tasks", N=12, K=4)
+    monkeypatch.setattr("fairalloc.models.apf_vds.DIRECT_FIRST", False)
+    real = apf_vds.continuation
+    certified = solve(inst, "apf-vds", alpha=2, gains=False)
+
+    def near(x):
+        return nash_conditions(inst, x, 2.0, gains=False)["ncp_residual_scaled"]
+
+    def solution_not_certified(make_game, x0, lam0, rescale, **kw):  # the target's solution, marked failed
+        res, _ = real(make_game, x0, lam0, rescale, **dict(kw, max_iter=60))  # (max_iter=1: for the sweeps)
+        assert res.ok
+        path = [{"t": 1.0, "iterations": 1, "residual": res.residual, "ok": True}]
+        return replace(res, ok=False, message="forced"), path
+
+    monkeypatch.setattr("fairalloc.models.apf_vds.continuation", solution_not_certified)
+    r = solve(inst, "apf-vds", alpha=2, gains=False, max_iter=1)
+    alone = solve(inst, "apf-vds", alpha=2, algorithm="best-response", gains=False, max_iter=1)
+    assert alone.status.value == "iteration_limit" and r.status == alone.status
+    assert r.details["newton"]["returned"].startswith("newton's point") and "forced" in r.message
+    assert near(r.x) < 1e-8 < near(alone.x)
+    assert r.details["ncp_residual_scaled"] <= 1e-8 and r.details["limit_multipliers"]
+    np.testing.assert_allclose(r.tasks, certified.tasks, rtol=1e-8)
+
+    def start_not_certified(make_game, x0, lam0, rescale, **kw):  # the sharing-incentive point
+        return _apf_newton.NewtonResult(x0, lam0, False, 1, 1.0, "forced"), [
+            {"t": 0.0, "iterations": 1, "residual": 1.0, "ok": False}]
+
+    monkeypatch.setattr("fairalloc.models.apf_vds.continuation", start_not_certified)
+    r = solve(inst, "apf-vds", alpha=2, gains=False, max_iter=1)
+    if "returned" in r.details["newton"]:  # the start, where it is nearer than the one sweep's point
+        assert near(r.x) <= near(alone.x) and not np.allclose(r.x, alone.x)
+    else:
+        np.testing.assert_array_equal(r.x, alone.x)
 
 
 @pytest.mark.parametrize("fam", ["plain", "placement", "weights"])
