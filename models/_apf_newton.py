@@ -95,7 +95,9 @@ and the plain step from a residual of 4.7·10⁻⁷ moved multipliers by 30 %; a
 short there (docs/mechanisms/apf-vds.md). A path from ``α = 1`` (weighted
 proportional fairness, a convex problem) to the target ``(α_i, A_i, B_i)`` by continuation
 (:func:`continuation`): the parameters move geometrically in ``α`` and linearly in ``A, B``; a step that
-Newton cannot finish is halved and retried, a quick one doubles the next. Each step starts from a
+Newton cannot finish is halved and retried, a quick one doubles the next; where the step falls below
+10⁻⁴ (a stall), the step control starts afresh from the last certified point (``STALL_RESTARTS``
+times) before the path gives up. Each step starts from a
 secant prediction through the last two certified points (users' totals and positive multipliers
 extrapolated geometrically, each split kept), where that has the smaller :func:`scaled_residual` in the
 new game than the last point itself, with the coupling rows' multipliers moved to the new game
@@ -202,6 +204,12 @@ RECENTRE_ROUNDS = 3  # continuation: the coupling rows' μ moved to each step's 
 FIRST_GAME_SWEEPS = (40, 150, 600)
 LEAP_BELOW = 1e-2  # continuation: once the step is halved below this, try leaps ...
 LEAP_FRACTIONS = (0.05, 0.15, 0.4, 1.0)  # ... of the rest of the path, once per point
+# continuation: where the step falls below 1e-4 (a stall), the step control starts afresh from the last
+# certified point this many times (the target first, then halving; the secant history dropped) before the
+# path gives up. At 200 x 32, α = 16 (seeds 128-129, 16 cases): limits seed 128 stalled at t = 0.987 and
+# certified after one restart (83 s, within 120); placement seed 129 stalled at t = 0.996 both ways; the
+# other cases did not stall
+STALL_RESTARTS = 2
 # the Newton system is solved densely (Schur complement on the rows, BLAS on one thread) where rows ×
 # max(rows, users) lies in [DENSE_SCHUR_MIN, DENSE_SCHUR] (DENSE_SCHUR: memory). One solve, mean of 20
 # systems of a run, idle machine: 200 x 32 1.55 ms against SuperLU's 4.71 ms, 400 x 64 5.0 against 20.2,
@@ -901,6 +909,7 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
     t, step = 0.0, first_step
     leaps: list[float] = []  # pending leaps past a point where small steps fail
     leapt_from = -1.0
+    restarts = 0
     certified = [(0.0, res.x, res.lam)]  # the path's last two certified points: the secant prediction
     while t < 1.0 and len(history) < max_steps:
         if expired is not None and expired():
@@ -943,6 +952,11 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
                 # lands past the kink (measured at 200 x 32: α = 8 → 8.05 failed, 8 → 9 certified)
                 leapt_from = t
                 leaps = [min(1.0, t + f * (1.0 - t)) for f in LEAP_FRACTIONS]
+                continue
+            if step < 1e-4 and restarts < STALL_RESTARTS:  # the step control afresh (STALL_RESTARTS)
+                restarts += 1
+                step, leapt_from, certified = 1.0 - t, -1.0, certified[-1:]
+                history[-1]["restart"] = True
                 continue
             if step < 1e-4:
                 res = NewtonResult(res.x, res.lam, False, trial.iterations, trial.residual,
