@@ -207,8 +207,8 @@ LEAP_FRACTIONS = (0.05, 0.15, 0.4, 1.0)  # ... of the rest of the path, once per
 # continuation: where the step falls below 1e-4 (a stall), the step control starts afresh from the last
 # certified point this many times (the target first, then halving; the secant history dropped) before the
 # path gives up. At 200 x 32, α = 16 (seeds 128-129, 16 cases): limits seed 128 stalled at t = 0.987 and
-# certified after one restart (83 s, within 120); placement seed 129 stalled at t = 0.996 both ways; the
-# other cases did not stall
+# certified after one restart (95 s through the CLI, within 120); placement seed 129 stalled at t = 0.996
+# both ways; the other cases did not stall
 STALL_RESTARTS = 2
 # the Newton system is solved densely (Schur complement on the rows, BLAS on one thread) where rows ×
 # max(rows, users) lies in [DENSE_SCHUR_MIN, DENSE_SCHUR] (DENSE_SCHUR: memory). One solve, mean of 20

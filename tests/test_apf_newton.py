@@ -287,6 +287,34 @@ def test_a_failed_direct_attempt_hands_over_to_the_continuation(monkeypatch):
     assert alone[0]["t"] == 0.0 and alone[1]["t"] == 1.0
 
 
+def test_a_stalled_continuation_restarts_its_step_control(monkeypatch):
+    """Newton fails every step (calls 2-51) until the step falls below 1e-4: the continuation starts its
+    step control afresh from the last certified point (the failed step before it says ``restart``) and
+    certifies the target on the same path; without restarts (``STALL_RESTARTS = 0``) the same failures
+    stall the path and the ``ncp`` fallback answers."""
+    inst = _inst(1301, "plain", N=12, K=4)
+    monkeypatch.setattr("fairalloc.models.apf_vds.DIRECT_FIRST", False)
+    real, calls = _apf_newton.newton, []
+
+    def flaky(game, x, lam, tol=1e-10, max_iter=100, **kw):
+        calls.append(1)
+        if 2 <= len(calls) <= 51:  # the first game (call 1) certifies
+            return _apf_newton.NewtonResult(x, lam, False, 1, 0.5, "forced", kw.get("mu"))
+        return real(game, x, lam, tol, max_iter, **kw)
+
+    monkeypatch.setattr(_apf_newton, "newton", flaky)
+    r = solve(inst, "apf-vds", alpha=3, gains=False)
+    path = r.details["newton"]["continuation"]
+    assert r.status.value == "optimal" and r.details["algorithm"] == "newton"
+    assert sum(bool(h.get("restart")) for h in path) == 1 and path[-1]["t"] == 1.0 and path[-1]["ok"]
+    assert len(calls) > 51
+    calls.clear()
+    monkeypatch.setattr(_apf_newton, "STALL_RESTARTS", 0)
+    r = solve(inst, "apf-vds", alpha=3, gains=False)
+    assert r.details["algorithm"] == "ncp" and "continuation stalled" in r.details["newton"]["fallback"]
+    assert not any(h.get("restart") for h in r.details["newton"]["continuation"]) and len(calls) <= 51
+
+
 def test_inf_alpha_is_psdsf_fast_and_limits_go_to_newton():
     inst = _inst(900, "plain", N=4, K=2)
     assert solve(inst, "apf-vds", alpha="inf", gains=False).details["algorithm"] == "ps-dsf:fast"
