@@ -953,12 +953,12 @@ def continuation(make_game: Callable[[float], ApfGame], x0: np.ndarray, lam0: li
                 leapt_from = t
                 leaps = [min(1.0, t + f * (1.0 - t)) for f in LEAP_FRACTIONS]
                 continue
-            if step < 1e-4 and restarts < STALL_RESTARTS:  # the step control afresh (STALL_RESTARTS)
-                restarts += 1
-                step, leapt_from, certified = 1.0 - t, -1.0, certified[-1:]
-                history[-1]["restart"] = True
-                continue
             if step < 1e-4:
+                if restarts < STALL_RESTARTS:  # the step control afresh (STALL_RESTARTS)
+                    restarts += 1
+                    step, leapt_from, certified = 1.0 - t, -1.0, certified[-1:]
+                    history[-1]["restart"] = True
+                    continue
                 res = NewtonResult(res.x, res.lam, False, trial.iterations, trial.residual,
                                    f"continuation stalled at t = {t:.4f} ({trial.message})", res.mu)
                 break

@@ -1220,6 +1220,7 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
     mu = None
     mixed = not np.isfinite(a).all()  # some α_i = inf: newton's leximin pairs there
     newton_point = None  # (x, λ, μ, message) where Newton did not certify and a fallback runs
+    returned_newton = False  # ... and the best-response fallback returned that point (_closer)
 
     def newton_multipliers(x: np.ndarray, lam: list[np.ndarray], mu: np.ndarray | None) -> list[np.ndarray]:
         """A Newton point's multipliers for the checks below; with α = inf servers its scaled residual is
@@ -1285,6 +1286,7 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
             nx, nlam, nmu, nmsg = newton_point
             message = f"best-response fallback ended {status.value}; returned newton's point ({nmsg})"
             details["newton"]["returned"] = "newton's point (closer than the best-response fallback's)"
+            returned_newton = True
             x, mu = nx, nmu
             lam = newton_multipliers(nx, nlam, nmu)
             if not mixed:  # (mixed: taken above, with the leximin pairs)
@@ -1353,7 +1355,7 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
         message = (f"{algorithm} reached its iteration cap; Newton's method on the active set of its last "
                    f"iterate solved the NCP (residual {nash['ncp_residual']:.1e})")
     elif status is Status.ITERATION_LIMIT and exact and algorithm == "best-response" and (
-            exotic or not np.isfinite(a).all()) and "returned" not in details.get("newton", {}):
+            exotic or not np.isfinite(a).all()) and not returned_newton:
         status = Status.CONVERGED
         gain = nash["best_response_gain"]
         message = (f"best responses reached their iteration cap at an equilibrium: NCP residual (box form) "
