@@ -1260,9 +1260,7 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
             theirs = math.inf if isinstance(run, Solution) else scaled_residual(game, run[0], run[1])
             if scaled_residual(game, nx, nlam, nmu) <= theirs:
                 status = run.status if isinstance(run, Solution) else run[2]
-                run = (nx, nlam, status, f"ncp fallback ended {status.value}; returned newton's point "
-                                         f"({nmsg})")
-                details["newton"]["returned"] = "newton's point (closer than the ncp fallback's)"
+                run = (nx, nlam, status, _newton_returned(details, "ncp", status, nmsg))
         if isinstance(run, Solution):
             return run
         x, lam, status, message = run
@@ -1284,8 +1282,7 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
         if newton_point is not None and not status.ok and _closer(inst, a, A_, B_, newton_point[0], x):
             # the fallback ran out of time or sweeps: Newton's point is nearer an equilibrium (_closer)
             nx, nlam, nmu, nmsg = newton_point
-            message = f"best-response fallback ended {status.value}; returned newton's point ({nmsg})"
-            details["newton"]["returned"] = "newton's point (closer than the best-response fallback's)"
+            message = _newton_returned(details, "best-response", status, nmsg)
             returned_newton = True
             x, mu = nx, nmu
             lam = newton_multipliers(nx, nlam, nmu)
@@ -1363,6 +1360,14 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
                    f"{'-' if gain is None else f'{gain:.1e}'}"
                    + ("; [PSDSF] Thm 1 holds at the alpha = inf servers" if "certificate" in details else ""))
     return Solution(x, status, message, details=details, zero_tol=1e-12)
+
+
+def _newton_returned(details: dict[str, Any], fallback: str, status: Status, newton_message: str) -> str:
+    """Where a fallback ended short of an equilibrium and Newton's nearer point is returned instead:
+    ``details.newton.returned`` says so, and the result's message (the fallback's status, Newton's own
+    message) is returned."""
+    details["newton"]["returned"] = f"newton's point (closer than the {fallback} fallback's)"
+    return f"{fallback} fallback ended {status.value}; returned newton's point ({newton_message})"
 
 
 def _closer(inst: Instance, a: np.ndarray, A: np.ndarray, B: np.ndarray, ours: np.ndarray,
