@@ -328,7 +328,15 @@ class _Arrays:
         self.alpha = game.alpha[pi]
         self.A = game.A[pi]
         self.B = game.B[pi]
+        with np.errstate(divide="ignore"):
+            self._logA = np.log(self.A)  # (marginal's constants, computed once)
+        self._Apos = self.A > 0
+        self._A_pos_all, self._B_zero = bool(self._Apos.all()), bool((self.B == 0).all())
+        self._phig_gam = self.phig * self.gam
+        self._by_row: tuple[np.ndarray, ...] | None = None  # (_row_ratios)
+        self._schur_index: tuple[Any, ...] | None = None  # (_schur)
         self._pattern: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._transpose: tuple[np.ndarray, ...] | None = None  # (_entries)
         self._coo: sp.coo_matrix | None = None
         self.lex: np.ndarray | None = None  # the leximin pairs (module docstring), if any
         if game.leximin is not None and game.leximin[pi].any():
@@ -384,10 +392,18 @@ class _Arrays:
         """``m_p = g'(s̃)/γ`` and ``h_p = ∂m_p/∂X`` with the sign of ``∂f/∂X`` (``−g''/(φγ²) > 0``)."""
         z = X[self.pn] / self.phig
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            pw = np.where(self.A > 0, np.exp(self.alpha * (np.log(self.A) - np.log(z))), 0.0)
-            gp = pw + self.B / z
-            h = (self.alpha * pw + self.B / z) / z / (self.phig * self.gam)
-        return gp / self.gam, h
+            # exp(α (log A − log z)) where A > 0, else 0, computed in place
+            pw = np.log(z)
+            np.subtract(self._logA, pw, out=pw)
+            pw *= self.alpha
+            np.exp(pw, out=pw)
+            if not self._A_pos_all:
+                pw = np.where(self._Apos, pw, 0.0)
+            if self._B_zero and z.min() > 0:  # B/z = 0 left out (b + 0 = b; at z = 0, B/z is NaN)
+                return pw / self.gam, self.alpha * pw / z / self._phig_gam
+            bz = self.B / z
+            h = (self.alpha * pw + bz) / z / self._phig_gam
+            return (pw + bz) / self.gam, h
 
     def f(self, xp: np.ndarray, lv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         X = self.totals(xp)
@@ -418,6 +434,9 @@ class _Arrays:
     def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The pair–row entries ``(k, p)`` with the slack's coefficient ``Dᵀ[k,p]`` and f's ``D[p,k]``
         (they differ by ``c_i`` on coupling rows only; the same pattern)."""
+        if self._pattern is None and self._transpose is not None:  # D's new values (linearize), in Dᵀ's order
+            k, p, dt, perm = self._transpose
+            self._pattern = (k, p, dt, self.D.data[perm])
         if self._pattern is None:
             DT = self.DT.tocsr(copy=True)
             DT.sum_duplicates()
@@ -425,6 +444,15 @@ class _Arrays:
             Dt.sum_duplicates()
             assert np.array_equal(DT.indptr, Dt.indptr) and np.array_equal(DT.indices, Dt.indices)
             self._pattern = (np.repeat(np.arange(self.nr), np.diff(DT.indptr)), DT.indices, DT.data, Dt.data)
+            # where D's entries are Dᵀ's one for one, the transpose once: where each lands (leximin pairs'
+            # entries change at every step, their pattern does not)
+            at = self.D.copy()
+            at.data = np.arange(at.nnz, dtype=float)
+            at = at.T.tocsr(copy=True)
+            at.sum_duplicates()
+            perm = at.data.astype(np.int64)
+            if at.nnz == self.D.nnz and np.array_equal(self.D.data[perm], Dt.data):
+                self._transpose = (*self._pattern[:3], perm)
         return self._pattern
 
     def solve(self, dl: np.ndarray, bl: np.ndarray, qv: np.ndarray, qhh: np.ndarray, rhs_l: np.ndarray,
@@ -469,11 +497,18 @@ class _Arrays:
         """:meth:`solve` with ``ΔX`` eliminated: the rows' Schur complement, dense, by LU."""
         N, nr = self.N, self.nr
         k, p, dt, d = self._entries()
+        if self._schur_index is None:  # (the pattern's, fixed)
+            self._schur_index = (k * N + self.pn[p], self.pn[p] * nr + k,
+                                 np.repeat(np.arange(self.np_), np.diff(self.D.indptr)), self.D.copy())
+        lX, Xl, d_row, QD = self._schur_index
         # rows × users: Σ_p bl_k Dᵀ[k,p] qh_p h_p over the user's pairs; users × rows: Σ_p qv_p D[p,k]
-        KlX = np.bincount(k * N + self.pn[p], weights=bl[k] * dt * qhh[p],
-                          minlength=nr * N).reshape(nr, N)
-        KXl = np.bincount(self.pn[p] * nr + k, weights=qv[p] * d, minlength=N * nr).reshape(N, nr)
-        Kll = (sp.diags(bl) @ (self.DT @ (sp.diags(qv) @ self.D))).toarray()
+        KlX = np.bincount(lX, weights=bl[k] * dt * qhh[p], minlength=nr * N).reshape(nr, N)
+        KXl = np.bincount(Xl, weights=qv[p] * d, minlength=N * nr).reshape(N, nr)
+        # rows × rows: diag(bl) Dᵀ diag(qv) D, the diagonal factors applied to the entries (the products
+        # and sums of the sparse products with diagonal matrices, without building those)
+        np.multiply(self.D.data, qv[d_row], out=QD.data)  # (D's pattern; its values change at leximin pairs)
+        Kll = (self.DT @ QD).toarray()
+        Kll *= bl[:, None]
         Kll[np.diag_indices(nr)] += dl
         S = Kll - KlX @ (KXl / diag_X[:, None])
         r = rhs_l - KlX @ (rhs_X / diag_X)
@@ -488,34 +523,50 @@ class _Arrays:
         dlam = scipy.linalg.lu_solve(lu, r, check_finite=False)
         return dlam, (rhs_X - KXl @ dlam) / diag_X
 
-    def _row_ratios(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``m_p / d_{p,k}`` for every entry of ``D``, with its pair ``p`` and row ``k``."""
-        if self._coo is None:
-            self._coo = self.D.tocoo()
-        C = self._coo
-        return m[C.row] / C.data, C.row, C.col
+    def _row_ratios(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``m_p / d_{p,k}`` for every entry of ``D``, with its pair ``p``; the entries sorted by their row
+        ``k`` (:meth:`_per_row`)."""
+        if self._by_row is None:
+            if self._coo is None:
+                self._coo = self.D.tocoo()
+            C = self._coo
+            order = np.argsort(C.col, kind="stable")
+            ks = C.col[order]
+            starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if len(ks) else np.zeros(0, int)
+            self._by_row = (C.row[order], C.data[order], starts, ks[starts])
+        p, d, _, _ = self._by_row
+        return m[p] / d, p
 
-    def support_scale(self, xp: np.ndarray, m: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    def _per_row(self, ufunc: np.ufunc, values: np.ndarray, initial: float) -> np.ndarray:
+        """``ufunc`` (``np.minimum`` or ``np.maximum``) over each row's entries of ``values`` (one per entry,
+        in the order of :meth:`_row_ratios`), ``initial`` included: what ``ufunc.at`` gives from
+        ``initial``, by one ``reduceat``."""
+        _, _, starts, rows = self._by_row
+        out = np.full(self.nr, initial)
+        if len(starts):
+            out[rows] = ufunc(initial, ufunc.reduceat(values, starts))
+        return out
+
+    def support_scale(self, xp: np.ndarray, m: np.ndarray, bound: np.ndarray,
+                      _ratios: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """``min_{p in row k, x_p > 0} m_p / d_{p,k}`` (at most ``bound``; ``bound`` where the row has no
         pair in the support): a row's multiplier above it would price that pair out, and below it the
         pair's equation needs the multiplier to that precision."""
-        ratio, p, k = self._row_ratios(m)
-        sup = xp[p] > 0
-        low = np.full(self.nr, np.inf)
-        np.minimum.at(low, k[sup], ratio[sup])
+        ratio, p = self._row_ratios(m) if _ratios is None else _ratios
+        low = self._per_row(np.minimum, np.where(xp[p] > 0, ratio, np.inf), np.inf)
         return np.minimum(low, bound)
 
     def certificate_scale(self, xp: np.ndarray, m: np.ndarray) -> np.ndarray:
         """``Λ_k``, the certificate's row scale (module docstring): :meth:`support_scale` capped by
         :meth:`lam_scale`."""
-        return self.support_scale(xp, m, self.lam_scale(m))
+        ratios = self._row_ratios(m)
+        return self.support_scale(xp, m, self.lam_scale(m, ratios), ratios)
 
-    def lam_scale(self, m: np.ndarray) -> np.ndarray:
+    def lam_scale(self, m: np.ndarray, _ratios: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """``max_{p in row k} m_p / d_{p,k}``: the largest multiplier row ``k`` can need (Newton's scale
         ``σ^λ``; the certificate's ``Λ_k`` is :meth:`support_scale` below it)."""
-        ratio, _, k = self._row_ratios(m)
-        out = np.zeros(self.nr)
-        np.maximum.at(out, k, ratio)
+        ratio, _ = self._row_ratios(m) if _ratios is None else _ratios
+        out = self._per_row(np.maximum, ratio, 0.0)
         return np.where(out > 0, out, 1.0)
 
 
@@ -575,7 +626,10 @@ def _fb_norm(a: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
 def _fb(a: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
     """The (smoothed) Fischer–Burmeister function ``√(a² + b² + 2ε²) − a − b``: zero exactly where
     ``a, b ≥ 0`` and ``a b = ε²``."""
-    return _fb_norm(a, b, eps) - a - b
+    r = _fb_norm(a, b, eps)
+    r -= a
+    r -= b
+    return r
 
 
 def newton(game: ApfGame, x: np.ndarray, lam: list[np.ndarray], tol: float = 1e-10, max_iter: int = 100,
@@ -650,6 +704,8 @@ def _newton(a: _Arrays, x: np.ndarray, lam: list[np.ndarray], tol: float, max_it
         rho = (f + m) / m
         low = rho < RHO0
         with np.errstate(divide="ignore", invalid="ignore"):
+            if not low.any():  # (the lines below with every ρ at or above ρ0)
+                return np.log(rho), rho
             v = np.where(low, LOG_RHO0 + (rho - RHO0) / RHO0, np.log(np.where(low, 1.0, rho)))
         return v, np.where(low, RHO0, rho)
 

@@ -614,6 +614,71 @@ def test_the_dense_schur_complement_runs_blas_on_one_thread(monkeypatch):
     assert blas_threads() == before
 
 
+@pytest.mark.parametrize("case", ["plain", "generalised", "tasks", "mixed"])
+def test_newtons_shortcuts_give_the_general_formulas_numbers(case):
+    """The Newton method's map and system are computed with shortcuts: the marginals with log A taken
+    once and B/z left out where every B is 0, the rows' scales by one sorted reduction per row instead of
+    ``ufunc.at``, and the rows' block of the Schur complement with the diagonal factors applied to the
+    entries instead of sparse diagonal matrices. Each gives the general formula's numbers (the paths at
+    large α turn on the last bits, so the shortcuts must not move them), with the generalised utility
+    (22), task limits (coupling rows) and leximin servers (α = inf) too."""
+    import scipy.sparse as sp
+
+    inst = _inst(1300, "placement", N=12, K=4) if case != "tasks" else _coupled(1300, "plain", "tasks")
+    alpha = {"plain": 3.0, "generalised": 2.0, "tasks": 3.0, "mixed": "inf,2,3,inf"}[case]
+    A, B = (2.0, 0.5) if case == "generalised" else (None, None)
+    a0, A0, B0 = utility_parameters(inst, alpha, A, B)
+    c = utility_scale(inst, a0, A0, B0)
+    arrays = _apf_newton._Arrays(_game(inst, a0, *_scaled(a0, A0, B0, c), c, leximin=True))
+    rng = np.random.default_rng(1)
+    xp = rng.random(arrays.np_) + 0.01
+    lv = rng.random(arrays.nr) * (rng.random(arrays.nr) < 0.7)
+    held = np.where(rng.random(arrays.np_) < 0.3, 0.0, xp)  # some pairs out of the support,
+    xp = np.where(arrays.totals(held)[arrays.pn] > 0, held, xp)  # every user holding something
+    X = arrays.totals(xp)
+    assert (X > 0).all() and (xp == 0).any()
+    # the marginal and its derivative, from the definition (g' = (A/z)^α + B/z)
+    z = X[arrays.pn] / arrays.phig
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        pw = np.where(arrays.A > 0, np.exp(arrays.alpha * (np.log(arrays.A) - np.log(z))), 0.0)
+        want_m = (pw + arrays.B / z) / arrays.gam
+        want_h = (arrays.alpha * pw + arrays.B / z) / z / (arrays.phig * arrays.gam)
+    m, h = arrays.marginal(X)
+    np.testing.assert_array_equal(m, want_m)
+    np.testing.assert_array_equal(h, want_h)
+    # the rows' scales by ufunc.at over D's entries
+    C = arrays._coo if arrays._coo is not None else arrays.D.tocoo()
+    ratio = m[C.row] / C.data
+    top = np.zeros(arrays.nr)
+    np.maximum.at(top, C.col, ratio)
+    top = np.where(top > 0, top, 1.0)
+    low = np.full(arrays.nr, np.inf)
+    sup = xp[C.row] > 0
+    np.minimum.at(low, C.col[sup], ratio[sup])
+    np.testing.assert_array_equal(arrays.lam_scale(m), top)
+    np.testing.assert_array_equal(arrays.certificate_scale(xp, m), np.minimum(low, top))
+    # the rows' block diag(bl) Dᵀ diag(qv) D with sparse diagonal matrices, then the step; at leximin
+    # servers D's values change with λ (linearize), and the entries in Dᵀ's order follow them
+    arrays._entries()
+    arrays.linearize(lv)
+    other, (dl, bl, qv, qhh, rhs_l, rhs_X) = _random_newton_system(inst)  # (the same pairs and rows)
+    assert (other.np_, other.nr) == (arrays.np_, arrays.nr)
+    diag_X = 1.0 + np.bincount(arrays.pn, weights=qhh, minlength=arrays.N)
+    DT, Dt = arrays.DT.tocsr(copy=True), arrays.D.T.tocsr(copy=True)
+    N, nr = arrays.N, arrays.nr
+    k, p, dt, d = np.repeat(np.arange(nr), np.diff(DT.indptr)), DT.indices, DT.data, Dt.data
+    np.testing.assert_array_equal(arrays._entries()[3], d)
+    if case == "mixed":
+        assert arrays.lex is not None and arrays._transpose is not None
+    KlX = np.bincount(k * N + arrays.pn[p], weights=bl[k] * dt * qhh[p], minlength=nr * N).reshape(nr, N)
+    KXl = np.bincount(arrays.pn[p] * nr + k, weights=qv[p] * d, minlength=N * nr).reshape(N, nr)
+    Kll = (sp.diags(bl) @ (arrays.DT @ (sp.diags(qv) @ arrays.D))).toarray() + np.diag(dl)
+    S = Kll - KlX @ (KXl / diag_X[:, None])
+    want = np.linalg.solve(S, rhs_l - KlX @ (rhs_X / diag_X))
+    got, _ = arrays._schur(dl, bl, qv, qhh, rhs_l, rhs_X, diag_X)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-13 * np.abs(want).max())
+
+
 def test_time_up_during_the_direct_attempt_returns_its_point(monkeypatch):
     """The time runs out in the direct attempt: ``time_limit``, the direct point (the target game's own:
     its multipliers as a certified direct point's, never rescaled from the α = 1 game), no continuation."""
