@@ -618,8 +618,9 @@ def test_the_dense_schur_complement_runs_blas_on_one_thread(monkeypatch):
 def test_newtons_shortcuts_give_the_general_formulas_numbers(case):
     """The Newton method's map and system are computed with shortcuts: the marginals with log A taken
     once and B/z left out where every B is 0, the rows' scales by one sorted reduction per row instead of
-    ``ufunc.at``, and the rows' block of the Schur complement with the diagonal factors applied to the
-    entries instead of sparse diagonal matrices. Each gives the general formula's numbers (the paths at
+    ``ufunc.at``, the rows' block of the Schur complement with the diagonal factors applied to the
+    entries instead of sparse diagonal matrices, and at leximin servers D's new values put in Dᵀ's order
+    by an index found once instead of a transpose. Each gives the general formula's numbers (the paths at
     large α turn on the last bits, so the shortcuts must not move them), with the generalised utility
     (22), task limits (coupling rows) and leximin servers (α = inf) too."""
     import scipy.sparse as sp
