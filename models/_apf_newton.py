@@ -336,7 +336,7 @@ class _Arrays:
         self._by_row: tuple[np.ndarray, ...] | None = None  # (_row_ratios)
         self._schur_index: tuple[Any, ...] | None = None  # (_schur)
         self._pattern: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._transpose: tuple[np.ndarray, ...] | None = None  # (_entries)
+        self._transpose: tuple[np.ndarray, ...] | None = None  # (_entries: the fixed part of _pattern)
         self._coo: sp.coo_matrix | None = None
         self.lex: np.ndarray | None = None  # the leximin pairs (module docstring), if any
         if game.leximin is not None and game.leximin[pi].any():
@@ -434,25 +434,20 @@ class _Arrays:
     def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The pair–row entries ``(k, p)`` with the slack's coefficient ``Dᵀ[k,p]`` and f's ``D[p,k]``
         (they differ by ``c_i`` on coupling rows only; the same pattern)."""
-        if self._pattern is None and self._transpose is not None:  # D's new values (linearize), in Dᵀ's order
-            k, p, dt, perm = self._transpose
-            self._pattern = (k, p, dt, self.D.data[perm])
-        if self._pattern is None:
+        if self._transpose is None:  # the pattern, fixed: Dᵀ's entries and where each of D's lands in it
             DT = self.DT.tocsr(copy=True)
             DT.sum_duplicates()
-            Dt = self.D.T.tocsr(copy=True)
-            Dt.sum_duplicates()
-            assert np.array_equal(DT.indptr, Dt.indptr) and np.array_equal(DT.indices, Dt.indices)
-            self._pattern = (np.repeat(np.arange(self.nr), np.diff(DT.indptr)), DT.indices, DT.data, Dt.data)
-            # where D's entries are Dᵀ's one for one, the transpose once: where each lands (leximin pairs'
-            # entries change at every step, their pattern does not)
-            at = self.D.copy()
+            at = self.D.copy()  # (D has no duplicate entries: built through COO, which sums them)
             at.data = np.arange(at.nnz, dtype=float)
             at = at.T.tocsr(copy=True)
-            at.sum_duplicates()
-            perm = at.data.astype(np.int64)
-            if at.nnz == self.D.nnz and np.array_equal(self.D.data[perm], Dt.data):
-                self._transpose = (*self._pattern[:3], perm)
+            at.sum_duplicates()  # (sorts each row's entries, as DT's)
+            assert at.nnz == self.D.nnz
+            assert np.array_equal(DT.indptr, at.indptr) and np.array_equal(DT.indices, at.indices)
+            self._transpose = (np.repeat(np.arange(self.nr), np.diff(DT.indptr)), DT.indices, DT.data,
+                               at.data.astype(np.int64))
+        if self._pattern is None:  # D's values (they change at leximin pairs, linearize) in Dᵀ's order
+            k, p, dt, perm = self._transpose
+            self._pattern = (k, p, dt, self.D.data[perm])
         return self._pattern
 
     def solve(self, dl: np.ndarray, bl: np.ndarray, qv: np.ndarray, qhh: np.ndarray, rhs_l: np.ndarray,
