@@ -1211,11 +1211,11 @@ def fast_then_newton(inst: Instance, session: Session, tol: float, max_iter: int
     takes 1 219 sweeps (105.4 s; 109.8 s handed over after 1 000, the Newton method certifying in
     28.4 s); at 1000 × 250 the sweeps certify in 1 114 sweeps (248 s) and the Newton method alone had
     a scaled residual of 0.029 after 120 s: hence ``NEWTON_PAIRS``."""
-    from fairalloc.models import apf_vds
-
     report: dict[str, Any] = {}
 
     def newton() -> np.ndarray | None:
+        from fairalloc.models import apf_vds  # (here: its import takes 0.15 s, and most runs never hand over)
+
         start = time.perf_counter()
         sol = apf_vds.leximin_newton(inst if unrounded is None else unrounded, session)
         y = sol.allocation
