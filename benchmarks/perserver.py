@@ -114,7 +114,8 @@ def _run_child(spec: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- the study
 def _accepts(mechanism: str, params: dict[str, Any], family: str) -> bool:
-    """Whether the mechanism takes these parameters and this family (a small instance of it)."""
+    """Whether the mechanism takes these parameters and this family (a small instance of it; a refusal
+    comes before any solving, so one second is enough: ps-mfa runs 5 s to its iteration cap there)."""
     from fairalloc.errors import FairallocError
     from fairalloc.generate import FAMILIES, random_instance
     from fairalloc.registry import get_mechanism
@@ -126,7 +127,8 @@ def _accepts(mechanism: str, params: dict[str, Any], family: str) -> bool:
     from fairalloc.api import solve
 
     try:
-        res = solve(random_instance(0, 3, 2, 2, missing=0.0, **FAMILIES[family]), mechanism, **params)
+        res = solve(random_instance(0, 3, 2, 2, missing=0.0, **FAMILIES[family]), mechanism, time_limit=1.0,
+                    **params)
     except FairallocError:
         return False
     return res.status.value not in ("invalid", "unsupported")
@@ -176,6 +178,11 @@ def cases(quick: bool) -> list[dict[str, Any]]:
 KEY = ("mechanism", "algorithm", "alpha", "family", "users", "servers")
 
 
+def _key(case: dict[str, Any]) -> tuple[str, ...]:
+    """A case's identity (``KEY``'s fields as text; no α is ``""``): a plan's, a row's or a CSV record's."""
+    return tuple("" if case[k] is None else str(case[k]) for k in KEY)
+
+
 def _series_label(s: dict[str, Any]) -> str:
     return " ".join(str(v) for v in (s["mechanism"], s["alpha"] or "", s["algorithm"], s["family"]) if v)
 
@@ -190,16 +197,18 @@ def run(out: Path, quick: bool = False, resume: bool = False, only: str | None =
     out.mkdir(parents=True, exist_ok=True)
     limits = (30.0, 30.0) if quick else (LIMIT, OTHER_LIMIT)
     plan = cases(quick)
+    # the page lists the cases in the plan's order, whichever of them a resumed run kept
+    position = {k: j for j, k in enumerate(_key({**s, "users": N, "servers": K})
+                                           for s in plan for N, K in s["sizes"])}
     rows: list[dict[str, Any]] = []
     done: dict[tuple[str, ...], dict[str, Any]] = {}
     if resume and (out / f"{NAME}.csv").exists():
         old = pd.read_csv(out / f"{NAME}.csv", dtype={"alpha": str}, keep_default_na=False)
         for r in old.to_dict("records"):
-            done[tuple(str(r[k]) for k in KEY)] = {k: (None if v == "" else v) for k, v in r.items()}
+            done[_key(r)] = {k: (None if v == "" else v) for k, v in r.items()}
     kept = []
     for s in plan:
-        keys = [tuple(str(v) for v in (s["mechanism"], s["algorithm"], s["alpha"] or "", s["family"], N, K))
-                for N, K in s["sizes"]]
+        keys = [_key({**s, "users": N, "servers": K}) for N, K in s["sizes"]]
         if all(k in done for k in keys) or (only and only not in _series_label(s)):
             rows += [done[k] for k in keys if k in done]
         else:
@@ -225,6 +234,7 @@ def run(out: Path, quick: bool = False, resume: bool = False, only: str | None =
                     stop = row["status"] not in ("optimal", "converged") or row["wall_s"] > limit
                 bar.update()
                 pd.DataFrame(rows).to_csv(out / f"{NAME}.csv", index=False)
+    rows.sort(key=lambda r: position.get(_key(r), len(position)))
     df = numeric(pd.DataFrame(rows))
     df.to_csv(out / f"{NAME}.csv", index=False)
     _figure(df, out / f"{NAME}.png")

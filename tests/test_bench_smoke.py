@@ -109,3 +109,26 @@ def test_perserver_resumed_rows_are_numbers(tmp_path):
     assert df["wall_s"].tolist()[0] == 12.5 and df["wall_s"].isna().tolist() == [False, True, False]
     assert df["residual"].dtype == float and df["users"].tolist() == [25, 50, 100]
     assert df["alpha"].tolist() == ["inf", "inf", "2"]
+
+
+def test_perserver_resume_keeps_the_plans_order(tmp_path, monkeypatch):
+    """``--resume`` keeps the rows it has and runs only the series it lacks; the page still lists every
+    case in the plan's order (here the first series is missing: it runs, and comes first)."""
+    import pandas as pd
+
+    import benchmarks.perserver
+    from benchmarks.perserver import KEY, NAME, _key, cases, run
+
+    monkeypatch.setattr(benchmarks.perserver, "_accepts", lambda *a: True)  # (the plan without its probes)
+    monkeypatch.setattr(benchmarks.perserver, "_run_child", lambda spec: {"status": "optimal", "wall_s": 0.5})
+    series = cases(quick=True)
+    plan = [{**s, "users": N, "servers": K, "alpha": s["alpha"] or ""} for s in series for N, K in s["sizes"]]
+    first = len(series[0]["sizes"])
+    rows = [{**{k: c[k] for k in KEY}, "status": "optimal", "wall_s": 1.0 + j, "algorithm_used": "x",
+             "iterations": 1, "lps": None, "message": "", "certified": True, "residual": 0.0, "vs_mnw": None}
+            for j, c in enumerate(plan)]
+    pd.DataFrame(rows[first:]).to_csv(tmp_path / f"{NAME}.csv", index=False)
+    run(tmp_path, quick=True, resume=True)
+    out = pd.read_csv(tmp_path / f"{NAME}.csv", dtype={"alpha": str}, keep_default_na=False)
+    assert [_key(r) for r in out.to_dict("records")] == [_key(c) for c in plan]
+    assert out["wall_s"].tolist() == [0.5] * first + [1.0 + j for j in range(first, len(plan))]
