@@ -572,25 +572,32 @@ def leximin_response(w: np.ndarray, D: np.ndarray, c: np.ndarray, o: np.ndarray,
     order = np.argsort(e, kind="stable")
     es, Ds, ws, os_ = e[order], D[order], w[order], o[order]
     capl = None if cap is None else (os_ + cap[order]) / ws  # level at which a user reaches its cap
-    WO = np.concatenate([ws[:, None] * Ds, os_[:, None] * Ds], axis=1)  # one cumulative sum for both
-    demands = Ds > 0
+    # one row per resource, the users in entry order along it (the reductions run along contiguous rows):
+    # w d on the first R rows and o d on the last R, so one cumulative sum serves both
+    WO = np.empty((2 * R, m))
+    np.multiply(Ds.T, ws, out=WO[:R])
+    np.multiply(Ds.T, os_, out=WO[R:])
+    demands = Ds.T > 0
     free = np.ones(m, bool)
     nfree = m
     fixed = np.zeros(R)  # usage of the frozen users
     open_ = np.ones(R, bool)
     cols = np.arange(R)
-    esc = es[:, None]
+    cum, masked = np.empty((2 * R, m)), np.empty((2 * R, m))
+    usage, over = np.empty((R, m)), np.empty((R, m), bool)
     while nfree:
-        cum = (WO * free[:, None]).cumsum(axis=0) if nfree < m else WO.cumsum(axis=0)
-        cum_w, cum_o = cum[:, :R], cum[:, R:]
+        np.cumsum(np.multiply(WO, free, out=masked) if nfree < m else WO, axis=1, out=cum)
+        cum_w, cum_o = cum[:R], cum[R:]
         room = c - fixed
-        over = (esc * cum_w - cum_o) >= room  # usage at each entry level ≥ capacity
-        k = over.argmax(axis=0)
-        crossed = over[k, cols]
+        np.multiply(cum_w, es, out=usage)
+        np.subtract(usage, cum_o, out=usage)
+        np.greater_equal(usage, room[:, None], out=over)  # usage at each entry level ≥ capacity
+        k = over.argmax(axis=1)
+        crossed = over[cols, k]
         k[~crossed] = m  # the first entry level at or over capacity (m: none)
-        prev = cum[k - 1]  # the users entered before it (k = 0 wraps around: masked below)
-        prev_w, prev_o = prev[cols, cols], prev[cols, cols + R]
-        last_w = cum_w[-1]
+        # the users entered before it (k = 0 wraps around: masked below)
+        prev_w, prev_o = cum_w[cols, k - 1], cum_o[cols, k - 1]
+        last_w = cum_w[:, -1]
         with np.errstate(divide="ignore", invalid="ignore"):
             level = np.where((k > 0) & (prev_w > 0), (room + prev_o) / prev_w, np.inf)
         level = np.where(crossed, np.minimum(level, es[np.minimum(k, m - 1)]), level)
@@ -610,7 +617,7 @@ def leximin_response(w: np.ndarray, D: np.ndarray, c: np.ndarray, o: np.ndarray,
         if t == np.inf:
             break
         sat = level <= t + tol * max(1.0, abs(t))
-        idx = np.flatnonzero(free & demands[:, sat].any(axis=1))
+        idx = np.flatnonzero(free & demands[sat].any(axis=0))
         xs = np.maximum(t * ws[idx] - os_[idx], 0.0)
         x[order[idx]] = xs
         fixed += xs @ Ds[idx]
