@@ -1589,8 +1589,8 @@ def _solve_newton(inst: Instance, session: Session, a: np.ndarray, A: np.ndarray
     details["newton"] = info
     details["iterations"] = info["iterations"]
     target = _game(exact, a, *_scaled(a, A, B, scale), scale, leximin=True)
-    arrays = _Arrays(target)  # (built once: 0.8 s at 1000 × 250; the steps, the split and the checks)
     if res.ok:
+        arrays = _Arrays(target)  # (built once: 0.8 s at 1000 × 250; the steps, the split and the checks)
         res = replace(res, lam=to_exact(res.lam))
         # the input's own equilibrium next to the path's (its numbers are 1.5e-11 away): a few Newton steps
         # on the input's game towards 1e-13, kept where they bring the residual down (none off the grid)

@@ -1281,7 +1281,8 @@ def _recheck(inst: Instance, x: np.ndarray, pooled: Solution) -> tuple[Status, s
 def _vds_by_pair(inst: Instance, x: np.ndarray) -> dict[str, dict[str, float]]:
     """``details.weighted_vds``: user → server → weighted VDS on runnable pairs."""
     vds = weighted_vds(inst, x)
-    return {u: {s: float(vds[n, i]) for i, s in enumerate(inst.servers) if inst.runnable[n, i]}
+    at = [np.flatnonzero(row) for row in inst.runnable]
+    return {u: dict(zip([inst.servers[i] for i in at[n]], vds[n, at[n]].tolist()))
             for n, u in enumerate(inst.users)}
 
 

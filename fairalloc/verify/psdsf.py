@@ -64,8 +64,6 @@ def psdsf_certificate(inst: Instance, x: np.ndarray, tol: float = 1e-6,
             cap = np.hstack([cap, np.broadcast_to(inst.external_capacity, scope.shape)])
             names = names + inst.external
     saturated = usage >= cap * (1 - tol)  # (K, R)
-    failures: list[dict[str, str]] = []
-    bottleneck: dict[str, dict[str, str]] = {}
     X = x.sum(axis=1)
     at_limit = X >= inst.tasks * (1 - tol)
     B = inst.budget_limit
@@ -79,17 +77,21 @@ def psdsf_certificate(inst: Instance, x: np.ndarray, tol: float = 1e-6,
     worst = np.where(held, vds[:, :, None], -np.inf).max(axis=0)  # (K, R)
     ok = (dem & saturated[None] & (vds[:, :, None] >= (worst - tol * np.abs(worst))[None]))
     first = np.where(ok.any(axis=2), ok.argmax(axis=2), -1)  # the first bottleneck resource (N, K)
-    for n, i in np.argwhere(inst.runnable):
-        found = ("tasks" if at_limit[n] else "budget" if broke[n] and inst.budget_cost[n, i] > 0 else
-                 "bound" if capped[n, i] else None)
-        if found is None and first[n, i] >= 0:
-            found = names[first[n, i]]
-        user, server = inst.users[n], inst.servers[i]
-        if found is None:
-            sat = [names[r] for r in range(len(names)) if demand[n, i, r] > 0 and saturated[i, r]]
-            reason = ("no saturated resource it demands" if not sat else
-                      f"a user with a larger weighted VDS holds each saturated resource ({', '.join(sat)})")
-            failures.append({"user": user, "server": server, "reason": reason})
-        else:
-            bottleneck.setdefault(user, {})[server] = found
+    # each pair's bottleneck, as an index into ``labels`` (-1: none); a limit, budget or bound comes first
+    labels = (*names, "tasks", "budget", "bound")
+    code = np.where(at_limit[:, None], len(names),
+                    np.where(broke[:, None] & (inst.budget_cost > 0), len(names) + 1,
+                             np.where(capped, len(names) + 2, first)))
+    code = np.where(inst.runnable, code, -2)  # (-2: not eligible, nothing to certify)
+    failures: list[dict[str, str]] = []
+    for n, i in np.argwhere(code == -1):
+        sat = [names[r] for r in range(len(names)) if demand[n, i, r] > 0 and saturated[i, r]]
+        reason = ("no saturated resource it demands" if not sat else
+                  f"a user with a larger weighted VDS holds each saturated resource ({', '.join(sat)})")
+        failures.append({"user": inst.users[n], "server": inst.servers[i], "reason": reason})
+    bottleneck: dict[str, dict[str, str]] = {}
+    for n, row in enumerate(code):
+        held_at = np.flatnonzero(row >= 0)
+        if held_at.size:
+            bottleneck[inst.users[n]] = {inst.servers[i]: labels[k] for i, k in zip(held_at, row[held_at])}
     return {"holds": not failures, "failures": failures, "bottleneck": bottleneck}
