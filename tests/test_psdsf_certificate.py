@@ -56,7 +56,7 @@ def _pair_by_pair(inst, x, tol, bounds):
                 use.append(float((x * inst.external_scope[e]).sum(axis=1) @ inst.external_demand[:, e]))
                 cap.append(float(inst.external_capacity[e]))
 
-            def holds(m, r):
+            def holds(m, r, i=i):
                 if x[m, i] <= tol * abs(x[m]).sum():
                     return False
                 return (inst.external_demand[m, r - len(inst.resources)] > 0 if r >= len(inst.resources)
