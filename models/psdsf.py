@@ -719,14 +719,6 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     caller's path does not either. ``stats`` receives the simplex iterations of the call (``"nit"``,
     summed over the row-generation rounds), the checks (``"work"``) and ``"capped"`` (true when the cap
     stopped an LP).
-
-    *Primal simplex for the structure's own LP.* Without ``canonical`` or ``relax`` the LP has no
-    objective: a feasibility problem, solved by HiGHS's primal simplex (``FEASIBILITY_SIMPLEX``, HiGHS's
-    ``simplex_strategy`` 4) rather than its default dual simplex, whose every basis is dual-degenerate
-    there. One such LP at 1000 × 250 (49 415 + 1 824 rows, 14 658 columns) ran 318.7 s in the dual
-    simplex (27 036 iterations, below its work cap) until the session's time ran out; the primal simplex
-    proved it infeasible in 2.4 s. At 200 × 32 (21 instances) the sweeps, attempts and allocations
-    are the same either way, with fewer LPs capped.
     """
     import scipy.sparse as sp
 
@@ -838,8 +830,6 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     lazy_n, lazy_col = lazy_n.astype(int), lazy_col.astype(int)
     opts: dict[str, Any] = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10,
                             "solver": "simplex"}
-    if not (canonical or relax):  # no objective: a feasibility problem, HiGHS's primal simplex (measured)
-        opts["simplex_strategy"] = FEASIBILITY_SIMPLEX
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     added = np.zeros(0, int)  # the left-out rows found violated so far
     while True:
@@ -897,7 +887,6 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     return y
 
 
-FEASIBILITY_SIMPLEX = 4  # exact_finish: HiGHS simplex_strategy of the structure LPs without objective
 LP_WORK = 1.0  # fast: a finish LP stops after this many x (rows + columns) HiGHS simplex interrupt checks
 # (exact_finish's work cap). Uncapped, on 200 x 32 weights seed 5 through solve, the LPs HiGHS did not
 # end stopped without an answer after 13-198x. Through solve on the 64 unseen 200 x 32 instances: with
