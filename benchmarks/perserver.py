@@ -197,9 +197,9 @@ def run(out: Path, quick: bool = False, resume: bool = False, only: str | None =
     out.mkdir(parents=True, exist_ok=True)
     limits = (30.0, 30.0) if quick else (LIMIT, OTHER_LIMIT)
     plan = cases(quick)
+    keys_of = [[_key({**s, "users": N, "servers": K}) for N, K in s["sizes"]] for s in plan]
     # the page lists the cases in the plan's order, whichever of them a resumed run kept
-    position = {k: j for j, k in enumerate(_key({**s, "users": N, "servers": K})
-                                           for s in plan for N, K in s["sizes"])}
+    position = {k: j for j, k in enumerate(k for keys in keys_of for k in keys)}
     rows: list[dict[str, Any]] = []
     done: dict[tuple[str, ...], dict[str, Any]] = {}
     if resume and (out / f"{NAME}.csv").exists():
@@ -207,8 +207,7 @@ def run(out: Path, quick: bool = False, resume: bool = False, only: str | None =
         for r in old.to_dict("records"):
             done[_key(r)] = {k: (None if v == "" else v) for k, v in r.items()}
     kept = []
-    for s in plan:
-        keys = [_key({**s, "users": N, "servers": K}) for N, K in s["sizes"]]
+    for s, keys in zip(plan, keys_of):
         if all(k in done for k in keys) or (only and only not in _series_label(s)):
             rows += [done[k] for k in keys if k in done]
         else:
