@@ -686,8 +686,9 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     when its pool is, with a level ``τ[i,e]`` per server; a user at its limit or budget needs no
     bottleneck (``X_n = T_n``, budget spent). Any solution is PS-DSF: every holder of a saturated ``r`` at
     ``i`` has a weighted VDS ``≤ τ[i,r]``, and every user's VDS at ``i`` is ``≥ τ`` of a saturated
-    resource it demands. HiGHS (highspy, dual simplex, zero objective) finds one — a vertex where the
-    solution is not unique, which one depending on the solver and on the last bits of the data;
+    resource it demands. HiGHS (highspy, zero objective; its interior point method with crossover,
+    ``OWN_LP_SOLVER``) finds one — a vertex where the solution is not unique, which one depending on
+    the solver and on the last bits of the data;
     ``canonical=True`` takes the *canonical* one instead, the vertex maximising ``Σ h[n,i] x[n,i]/k_n``
     (``h`` the pair's :func:`~fairalloc.models.feasible.name_hash`, ``k_n`` the user's best ``γ``:
     free of units and of the order of the file), unique for almost every ``h`` (for the LP without
@@ -713,12 +714,21 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     and a repeat returns it without solving; an LP stopped by ``time_limit`` (the session's end) is not
     kept.
 
+    *Solvers.* The LP without slacks and without the canonical objective goes to HiGHS's interior point
+    method with crossover, the relaxed and the canonical LPs to its dual simplex. At 1000 × 250 one LP
+    of the first kind ran 318.7 s in the dual simplex without ending (infeasible: 0.7 s by the interior
+    point method); ``random_instance(2, 1000, 250, 4)`` then certifies in 283.4 s (``time_limit`` at
+    900 s before), seed 1 in 395.8 s (431.7 s), and 24 instances at 200 × 32 end at the same
+    allocations after the same sweeps. The interior point method was slower on a relaxed LP (86.8 s
+    against 34.4 s).
+
     *Work cap.* With ``work``, each LP stops after ``work × (rows + columns)`` of HiGHS's simplex
     interrupt checks (:func:`~fairalloc.solvers.highs.solve_arrays`'s ``work_limit``) and counts as no
     answer (kept in the memo as such): a cap that does not depend on the machine's speed, so the
-    caller's path does not either. ``stats`` receives the simplex iterations of the call (``"nit"``,
-    summed over the row-generation rounds), the checks (``"work"``) and ``"capped"`` (true when the cap
-    stopped an LP).
+    caller's path does not either. The interior point method makes no such checks; it ended every LP
+    measured within 5.4 s (1000 × 250). ``stats`` receives HiGHS's iterations of the call (``"nit"``:
+    simplex, interior point and crossover, summed over the row-generation rounds), the checks
+    (``"work"``) and ``"capped"`` (true when the cap stopped an LP).
     """
     import scipy.sparse as sp
 
@@ -829,7 +839,7 @@ def exact_finish(inst: Instance, x: np.ndarray, theta: float = 1e-6, sat_tol: fl
     lazy_n, lazy_col, lazy_w = (np.concatenate([z[j] for z in lazy] or [np.zeros(0)]) for j in range(3))
     lazy_n, lazy_col = lazy_n.astype(int), lazy_col.astype(int)
     opts: dict[str, Any] = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10,
-                            "solver": "simplex"}
+                            "solver": "simplex" if canonical or relax else OWN_LP_SOLVER}
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     added = np.zeros(0, int)  # the left-out rows found violated so far
     while True:
@@ -892,6 +902,7 @@ LP_WORK = 1.0  # fast: a finish LP stops after this many x (rows + columns) HiGH
 # end stopped without an answer after 13-198x. Through solve on the 64 unseen 200 x 32 instances: with
 # 1x all 64 certified, slowest 27.0 s; with 2x the same sweeps, slowest 44.6 s (each capped LP costs
 # time); with 8x one ended time_limit (placement seed 16) and an LP ended (infeasible or optimal) after 7x
+OWN_LP_SOLVER = "ipm"  # exact_finish: HiGHS's method for the structure's own LP (no objective, no slack)
 LAZY_GAP = 0.05  # exact_finish: bottleneck rows of users this far above their level join only when violated
 MAX_JUMPS = 15  # restarts of the sweeps from the relaxed finish's point ...
 JUMP_PAIRS = 200 * 32  # ... up to this many users x servers; scaled down beyond it (none past 192 000) ...
@@ -943,7 +954,7 @@ def fast(inst: Instance, session: Session | None = None, tol: float = 1e-9, max_
     (``details.finish.resumed``: the sweep): on the 200 × 32 placement instances (seeds 0–2) the
     sweeps went on from the restarts' points for 1.2–7.6 times as many sweeps as without restarts.
     Each structure's answer is kept (``exact_finish``'s ``memo``): a structure read again costs no LP.
-    One finish LP runs at most ``LP_WORK × (rows + columns)`` HiGHS simplex interrupt checks
+    One finish LP on the simplex runs at most ``LP_WORK × (rows + columns)`` HiGHS simplex interrupt checks
     (``details.finish.capped`` counts those it stopped; their structures are kept as no answer): an LP
     that HiGHS does not end (192 s on one 200 × 32 instance, 1 379 iterations) would otherwise take the
     session's time. The cap counts HiGHS's work, not seconds, so the path does not depend on the

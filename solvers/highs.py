@@ -102,8 +102,8 @@ def new_highs() -> highspy.Highs:
 
 class ArrayLP(NamedTuple):
     """An LP solved by :func:`solve_arrays`: the mapped status, the point (``None`` unless optimal), the
-    objective, HiGHS's simplex iterations and its simplex interrupt checks (``work``; 0 when not
-    counted)."""
+    objective, HiGHS's iterations (simplex, interior point and crossover together) and its simplex
+    interrupt checks (``work``; 0 when not counted: the interior point method makes none)."""
 
     status: Status
     x: np.ndarray | None
@@ -160,8 +160,8 @@ def solve_arrays(c: np.ndarray, A_ub: Any, b_ub: np.ndarray, A_eq: Any, b_eq: np
         status = Status.ITERATION_LIMIT
     info = h.getInfo()
     x = np.asarray(h.getSolution().col_value) if status is Status.OPTIMAL else None
-    return ArrayLP(status, x, float(info.objective_function_value), int(info.simplex_iteration_count),
-                   checks[0])
+    its = info.simplex_iteration_count + info.ipm_iteration_count + info.crossover_iteration_count
+    return ArrayLP(status, x, float(info.objective_function_value), int(its), checks[0])
 
 
 def highs_version() -> str:
