@@ -1195,12 +1195,15 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
     details["utility_scale"] = dict(zip(inst.servers, scale.tolist()))
     game = _game(inst, a, As, Bs, scale)
     cap = max_iter or DEFAULT_ITER.get(algorithm, 0)
+    # where newton falls back to best responses, they stop by their own defaults unless these were given
+    # (newton's 150 iterations as their sweep cap ended a 400 s run after 150 sweeps, iteration_limit)
+    fallback = (tol or DEFAULT_TOL["best-response"], max_iter or DEFAULT_ITER["best-response"])
     tol = tol or DEFAULT_TOL.get(algorithm, 0.0)
     if algorithm in DEFAULT_TOL:  # the stopping tolerance used (newton: the bound on ncp_residual_scaled)
         details["tol"] = tol
     try:
         return _run(inst, session, game, a, A_, B_, As, Bs, scale, algorithm, tol, cap, epsilon, kappa,
-                    polish, gains, details)
+                    polish, gains, details, fallback)
     except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
         # numerical breakdown inside an algorithm (e.g. a user's total driven to 0 makes g' infinite):
         # a status, never a traceback or a number dressed as an equilibrium
@@ -1212,7 +1215,9 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
 
 def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.ndarray, B_: np.ndarray,
          As: np.ndarray, Bs: np.ndarray, scale: np.ndarray, algorithm: str, tol: float, cap: int,
-         epsilon: float, kappa: float, polish: bool, gains: bool, details: dict[str, Any]) -> Solution:
+         epsilon: float, kappa: float, polish: bool, gains: bool, details: dict[str, Any],
+         fallback: tuple[float, int] | None = None) -> Solution:
+    """``fallback``: ``(tol, max_iter)`` of the best-response fallback where newton does not certify."""
     tight, bounds = None, None
     # an edited model, task limits or budgets: the arrays of ApfGame (the Newton polish) do not know them
     coupled = _coupled(inst)
@@ -1241,6 +1246,9 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
             if coupled or mixed:
                 details["newton"]["fallback"] = details["newton"]["fallback"].replace(
                     "algorithm=ncp", "algorithm=best-response")
+                if fallback is not None:  # the sweeps' own stopping rule, not newton's
+                    tol, cap = fallback
+                    details["newton"]["fallback_stops"] = {"tol": tol, "max_iter": cap}
         else:
             x, lam, mu, status, message = run
             lam = newton_multipliers(x, lam, mu)

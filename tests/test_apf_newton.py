@@ -1310,3 +1310,29 @@ def test_a_first_game_with_leximin_servers_gets_longer_rescues(monkeypatch):
     assert rescues[:2] == [None, _apf_newton.FIRST_GAME_SWEEPS[0]], rescues
     assert r.status.value == "optimal" and r.details["ncp_residual_scaled"] <= 1e-8
     np.testing.assert_allclose(r.tasks, plain.tasks, rtol=1e-7)
+
+
+@pytest.mark.parametrize("given", [{}, {"max_iter": 7, "tol": 1e-6}])
+def test_the_best_response_fallback_stops_by_its_own_defaults(monkeypatch, given):
+    """Where newton does not certify a game with task limits, best responses run instead, stopped by
+    their own defaults (500 sweeps, relative change 1e-9) unless ``max_iter``/``tol`` were given —
+    not by newton's 150 iterations and scaled-residual tolerance (a 400 s run at 200 × 32 ended
+    ``iteration_limit`` after 150 sweeps with most of its time left). Forced here: newton never
+    certifies; the sweeps' stopping rule is read off their call and ``details.newton.fallback_stops``."""
+    inst = _inst(901, "limits", N=6, K=3)
+    real, seen = apf_vds.best_response, []
+
+    def never(game, x, lam, tol=1e-10, **kw):
+        return _apf_newton.NewtonResult(x, lam, False, 1, 1.0, "forced")
+
+    def spy(inst, session, a, A, B, tol, cap):
+        seen.append((tol, cap))
+        return real(inst, session, a, A, B, tol, cap)
+
+    monkeypatch.setattr(_apf_newton, "newton", never)
+    monkeypatch.setattr(apf_vds, "newton", never)
+    monkeypatch.setattr(apf_vds, "best_response", spy)
+    r = solve(inst, "apf-vds", alpha=2, gains=False, **given)
+    want = (given.get("tol", 1e-9), given.get("max_iter", 500))
+    assert r.details["algorithm"] == "best-response" and seen == [want], (seen, r.details.get("newton"))
+    assert r.details["newton"]["fallback_stops"] == {"tol": want[0], "max_iter": want[1]}
