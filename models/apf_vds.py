@@ -1216,7 +1216,7 @@ def _solve(inst: Instance, session: Session, alpha: Any, A: Any, B: Any, algorit
 def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.ndarray, B_: np.ndarray,
          As: np.ndarray, Bs: np.ndarray, scale: np.ndarray, algorithm: str, tol: float, cap: int,
          epsilon: float, kappa: float, polish: bool, gains: bool, details: dict[str, Any],
-         fallback: tuple[float, int] | None = None) -> Solution:
+         fallback: tuple[float, int]) -> Solution:
     """``fallback``: ``(tol, max_iter)`` of the best-response fallback where newton does not certify."""
     tight, bounds = None, None
     # an edited model, task limits or budgets: the arrays of ApfGame (the Newton polish) do not know them
@@ -1246,9 +1246,8 @@ def _run(inst: Instance, session: Session, game: ApfGame, a: np.ndarray, A_: np.
             if coupled or mixed:
                 details["newton"]["fallback"] = details["newton"]["fallback"].replace(
                     "algorithm=ncp", "algorithm=best-response")
-                if fallback is not None:  # the sweeps' own stopping rule, not newton's
-                    tol, cap = fallback
-                    details["newton"]["fallback_stops"] = {"tol": tol, "max_iter": cap}
+                tol, cap = fallback  # the sweeps' own stopping rule, not newton's
+                details["newton"]["fallback_stops"] = {"tol": tol, "max_iter": cap}
         else:
             x, lam, mu, status, message = run
             lam = newton_multipliers(x, lam, mu)
