@@ -906,33 +906,49 @@ def _file_order_and_numbers_as_given(monkeypatch):
     monkeypatch.setattr(apf_vds, "GRID_BITS", 53)
 
 
-@pytest.mark.parametrize("seed,fam", [(709, "plain"), (702, "weights"), (713, "placement")])
-def test_any_order_of_users_and_servers_gives_the_same_allocation(monkeypatch, seed, fam):
-    """One answer per input: with α = inf at some servers the splits are far from unique, and Newton's
-    regularised steps reach different ones when users and servers are listed in another order (these
-    three instances: 7·10⁻³–0.21 of the largest entry apart without the rule); the canonical vertex of
-    the splits with the equilibrium's totals and multipliers (``details.canonical``) is the same."""
+ORDER_CASES = [(709, "plain"), (702, "weights"), (705, "weights"), (713, "placement")]
+ORDER_ALPHA = np.array(["inf", "2", "3", "inf", "0.5", "2"])
+
+
+def _in_two_orders(seed: int, fam: str) -> tuple[np.ndarray, np.ndarray, dict]:
+    """apf-vds (α = inf at two servers) on the instance and on it with users reversed and servers
+    rotated, the second allocation mapped back to the first's order."""
     from restate import back, permuted
 
-    from fairalloc.models import apf_vds
-
-    alpha = np.array(["inf", "2", "3", "inf", "0.5", "2"])
     inst = random_instance(seed, 20, 6, 3, **FAMILIES[fam])
     pu, ps = np.arange(inst.n_users)[::-1], np.roll(np.arange(inst.n_servers), 1)
+    a = solve(inst, "apf-vds", alpha=",".join(ORDER_ALPHA), gains=False)
+    b = solve(permuted(inst, pu, ps), "apf-vds", alpha=",".join(ORDER_ALPHA[ps]), gains=False)
+    assert a.status.value == b.status.value == "optimal"
+    return a.allocation, back(b.allocation, pu, ps), a.details
 
-    def both() -> tuple[np.ndarray, np.ndarray, dict]:
-        a = solve(inst, "apf-vds", alpha=",".join(alpha), gains=False)
-        b = solve(permuted(inst, pu, ps), "apf-vds", alpha=",".join(alpha[ps]), gains=False)
-        assert a.status.value == b.status.value == "optimal"
-        return a.allocation, back(b.allocation, pu, ps), a.details
 
-    x, y, details = both()
+@pytest.mark.parametrize("seed,fam", ORDER_CASES)
+def test_any_order_of_users_and_servers_gives_the_same_allocation(seed, fam):
+    """One answer per input: with α = inf at some servers the splits are far from unique, and Newton's
+    regularised steps reach different ones when users and servers are listed in another order (next
+    test); the canonical vertex of the splits with the equilibrium's totals and multipliers
+    (``details.canonical``) is the same."""
+    x, y, details = _in_two_orders(seed, fam)
     assert details["canonical"]["status"] == "optimal"
     np.testing.assert_allclose(y, x, rtol=1e-6, atol=1e-9 * x.max())
+
+
+def test_without_the_one_answer_rule_the_orders_disagree(monkeypatch):
+    """The control of the test above: without the canonical split (nor name order and grid) the two
+    orders give different allocations. Which instances disagree moves with the environment (measured
+    2026-12-07, largest difference / largest entry: 709 plain 0.21, 702 weights 1.6·10⁻⁹, 705 weights
+    0.034, 713 placement 7.1·10⁻³; 702 was above 10⁻³ when the test was written), so the control
+    asks for two of the four."""
+    from fairalloc.models import apf_vds
+
     monkeypatch.setattr(apf_vds, "_canonical_split", lambda game, res, tol, session, arrays=None: (res, {}))
     _file_order_and_numbers_as_given(monkeypatch)
-    x, y, _ = both()
-    assert np.abs(y - x).max() > 1e-3 * x.max()  # without the rule (nor name order) the orders disagree
+    apart = []
+    for seed, fam in ORDER_CASES:
+        x, y, _ = _in_two_orders(seed, fam)
+        apart.append(np.abs(y - x).max() / x.max())
+    assert sum(d > 1e-3 for d in apart) >= 2, apart
 
 
 def test_smoothed_fischer_burmeister_vanishes_on_the_central_path():
