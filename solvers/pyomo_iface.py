@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyomo.environ as pyo  # (importing it also registers Pyomo's solver plugins)
+from pyomo.common.errors import PyomoException
 
 from fairalloc.errors import SolverUnavailableError
 from fairalloc.solvers.compile import bound_sources, eval_bounds
@@ -129,7 +130,8 @@ class PyomoSolver:
             try:
                 self._duals = res.solution_loader.get_duals()
                 rcs = res.solution_loader.get_reduced_costs()
-            except (NotImplementedError, AttributeError, RuntimeError):
+            except (NotImplementedError, AttributeError, RuntimeError, PyomoException):
+                # (a MILP has none: Pyomo >= 6.9 raises NoDualsError, a PyomoException)
                 self._duals = None
             if kkt and self._duals is not None:
                 from fairalloc.solvers.kkt import model_kkt

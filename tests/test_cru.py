@@ -98,6 +98,18 @@ def test_scip_solves_the_milp_too():
     np.testing.assert_allclose(r.tasks, [1, 9], atol=1e-6)
 
 
+@pytest.mark.parametrize("seed", [0, 3])
+def test_pyomo_route_solves_the_milp(seed):
+    """Through Pyomo's HiGHS interface the MILP has no multipliers (Pyomo raises ``NoDualsError``):
+    the route returns the MILP's point, the same allocation as the default route (the canonical
+    tie-break), not a traceback."""
+    inst = random_instance(seed, 5, 2, 2, limits=True)
+    a, b = solve(inst, "cru", solver="pyomo-highs"), solve(inst, "cru")
+    assert a.details["form"] == b.details["form"] == "milp"
+    assert a.status.value == b.status.value == "optimal"
+    np.testing.assert_allclose(a.allocation, b.allocation, rtol=1e-6, atol=1e-9)
+
+
 def test_build_has_named_rows(examples):
     inst = load_instance(examples / "tsfer-fig2.yaml")
     m = get_mechanism("cru").build(inst)
