@@ -37,9 +37,9 @@ MILP with them; the result says which form ran (``details.form``).
 
 **Canonical optimum** (default; ``-p canonical=false`` returns the solver's vertex): the LP's optima
 form a face; the result is its vertex maximising ``Σ h[n,i]·x[n,i]/η_n`` (``h`` a fixed hash of the
-user's and the server's names) over χ, the EF and SI rows and ``Σ X/η`` within ``10⁻¹²`` (relative)
-of the optimum — one more LP (:mod:`fairalloc.solvers.canonical`). The MILP's binaries are kept at
-the solver's values.
+user's and the server's names) over the face of optima of χ with the EF and SI rows, pinned by
+complementary slackness (:mod:`fairalloc.solvers.canonical`) — two more LPs. The MILP's binaries are
+kept at the solver's values.
 
 Golden numbers (docs/examples.md#tsfer-fig2, [TSFER] Fig. 2): ``x[u1,s2] = x[u2,s1] = 5``.
 """
@@ -155,7 +155,8 @@ def solve(inst: Instance, session: Session, form: str = "auto", si: str = "tsfer
                "si": si, "si_threshold": dict(zip(U, si_threshold(inst, si))),
                "envy_rows": len(m.envy_free),
                "canonical": None if can is None else {
-                   "rule": RULE, "status": can.status.value, "seconds": can.solve_seconds}}
+                   "rule": RULE, "status": can.status.value, "seconds": can.solve_seconds,
+                   **({"face": can.extra["face"]} if "face" in can.extra else {})}}
     if hasattr(m, "z") and out.has_point:
         details["reached_limit"] = [u for u in m.z if (m.z[u].value or 0) > 0.5]
     if out.kkt is not None:

@@ -10,10 +10,12 @@ invariant to rescaling any user's utility. Both are single LPs over χ; their op
 unique (a solver returns a vertex). Neither is envy-free or sharing-incentive ([TSFER] §3.1).
 
 **Canonical optimum** (default; ``-p canonical=false`` returns the solver's vertex): among the
-optimal allocations (``x ∈ χ`` with the objective within ``10⁻¹²`` of its optimum, relative), the
-vertex maximising ``Σ_{n,i} h_{n,i} x_{n,i}/η_n`` with ``h`` a fixed hash of the user's and the
-server's names — one more LP (:mod:`fairalloc.solvers.canonical`). It does not depend on the solver,
-its algorithm or the order of users and servers in the file.
+optimal allocations (the face of optima pinned by complementary slackness with the LP's multipliers;
+:mod:`fairalloc.solvers.canonical`), the vertex maximising ``Σ_{n,i} h_{n,i} x_{n,i}/η_n`` with ``h`` a
+fixed hash of the user's and the server's names — two more LPs (the welfare LP again, for its
+multipliers, and the tie-break). It does not depend on the solver, its algorithm, the order of users
+and servers in the file or the units of a resource; ``details.canonical.face`` says how the face was
+pinned.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def _solve(inst: Instance, session: Session, relative: bool, canonical: bool) ->
     details = {"objective": out.objective, "eta": dict(zip(inst.users, inst.eta))}
     if out.ok and canonical:
         can = session.canonical(m, allocation_scale(m.chi, inst), out.objective)
-        details["canonical"] = {"rule": RULE, "status": can.status.value, "seconds": can.solve_seconds}
+        details["canonical"] = {"rule": RULE, "status": can.status.value, "seconds": can.solve_seconds,
+                                **({"face": can.extra["face"]} if "face" in can.extra else {})}
         if not can.ok:  # the LP's vertex stands: optimal, but not the canonical one
             message = f"canonical tie-break failed ({can.status.value}: {can.message}); solver's vertex"
     x = allocation(m.chi, inst) if out.has_point else np.zeros((inst.n_users, inst.n_servers))

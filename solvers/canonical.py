@@ -15,9 +15,16 @@ each user's own scale ``s_n`` (the mechanisms use ``η_n``, the most tasks ``n``
 the rule does not depend on units). ``h`` comes from a cryptographic hash (BLAKE2b) of the two
 *names*, so it does not depend on where a user or server sits in the file; with weights in general
 position the maximiser is a single vertex. ``F`` is given by the model as it stands — for a
-single-objective LP plus the row ``objective ≥ z* − ε|z*|`` (``≤ z* + ε|z*|`` when minimising;
-``ε = 10⁻¹²``, widened to ``10⁻⁹`` and ``10⁻⁷`` if the solver's ``z*`` makes that row infeasible,
-:data:`FACE_SLACKS`); for progressive filling every user held at its level by its floor row. The
+single-objective LP (the welfare LPs) pinned by complementary slackness (:func:`exact_face`: the LP
+solved once more for its multipliers, every column whose reduced cost is not a tie fixed at its bound,
+every row whose multiplier is not a tie held at its active bound; exactly the optimal face, whichever
+optimal multipliers the solver gives), plus the row ``objective ≥ z* − ε|z*|`` (``≤ z* + ε|z*|``
+when minimising; ``ε = 10⁻¹²``). Where that LP gives no multipliers, the point misses the face, or the
+tie-break LP is sifted (:data:`EXACT_SIFTED`), the objective row alone is the face, widened to
+``10⁻⁹`` and ``10⁻⁷`` if the solver's ``z*`` makes it infeasible (:data:`FACE_SLACKS`). The row alone
+was the rule before: HiGHS holds it only to its tolerance on the scaled row, so near-ties (a reduced
+cost of 10⁻⁸ of its column's prices) were decided by the hash instead of the objective (measured in
+``docs/canonical.md``). For progressive filling every user held at its level by its floor row. The
 tie-break LP is scaled (columns by ``s_n``, rows by their largest coefficient) and solved by HiGHS in
 a fresh ``Highs`` (dual simplex; interior point with crossover from 20 000 columns; sifted from
 50 000, its pool from the tie-break LP's own interior optimum by :mod:`fairalloc.solvers.schur_ipm`
@@ -49,7 +56,9 @@ from fairalloc.solvers.highs import (
     _STATUS,
     IPM_ABOVE,
     SIFT_ABOVE,
+    TOLERANCES,
     Sifter,
+    _cost_scale,
     _inf,
     _sifting_mode,
     highs_lp,
@@ -72,6 +81,10 @@ log = logging.getLogger(__name__)
 # the LP's optimum (known to the solver's tolerance) makes the face row infeasible
 FACE_SLACKS = (1e-12, 1e-9, 1e-7)
 FACE_REL = FACE_SLACKS[0]
+# exact_face: a reduced cost or multiplier within this fraction of its column's prices is a tie
+TIE_REL = 1e-9
+EXACT_FACE = True  # the welfare LPs' face by complementary slackness first (module docstring) ...
+EXACT_SIFTED = False  # ... also where the tie-break LP is sifted
 # a tie-break point overrunning a row by more than this fraction of its bound is not taken (the
 # verification layer's tolerance: fairalloc.solve would end such a point `error`)
 FEAS_REL = 1e-6
@@ -172,13 +185,23 @@ def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
             if sh is not None and sh[0] > 0:
                 weights[j], hashed[j] = 1.0 / sh[0], sh[1]
     out = None
-    for rel in FACE_SLACKS if objective_value is not None else (None,):
+    # the exact face first, then the face row alone, widened in turn (module docstring)
+    tries = [(True, FACE_SLACKS[0]), *((False, r) for r in FACE_SLACKS)] if objective_value is not None \
+        else [(False, None)]
+    slab_tried: set[float | None] = set()
+    for exact, rel in tries:
+        if not exact and rel in slab_tried:  # (the exact face was not pinned: that try was this one)
+            continue
         out = _solve_tiebreak(form, weights, hashed, col_lb, col_ub, objective_value, rel, time_limit, t0,
-                              _sifting_mode(sifting), options or {})
-        if out.status is not Status.INFEASIBLE:
+                              _sifting_mode(sifting), options or {}, exact=exact)
+        pinned = out.extra.get("face") == "complementary slackness"
+        if not pinned:
+            slab_tried.add(rel)
+        if out.status is not Status.INFEASIBLE and not (pinned and out.status is Status.ERROR):
             break
-        log.info("canonical point: face with slack %s infeasible (the LP's optimum is known to the "
-                 "solver's tolerance)%s", rel, "; widening" if rel is not None else "")
+        log.info("canonical point: face %s infeasible or missed (the LP's optimum is known to the "
+                 "solver's tolerance)%s", "by complementary slackness" if pinned else f"with slack {rel}",
+                 "; widening" if rel is not None else "")
     assert out is not None
     return out
 
@@ -186,16 +209,10 @@ def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
 def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: np.ndarray,
                     col_ub: np.ndarray, objective_value: float | None, rel: float | None,
                     time_limit: float | None, t0: float, sifting: str = "auto",
-                    options: dict[str, Any] | None = None) -> SolveOutcome:
+                    options: dict[str, Any] | None = None, exact: bool = False) -> SolveOutcome:
     n_col = form.A.shape[1]
     options = options or {}
     A, row_lb, row_ub = form.A, form.row_lb, form.row_ub
-    if objective_value is not None and rel is not None:
-        z = float(objective_value) - form.c0
-        slack = rel * max(abs(float(objective_value)), 1e-300)
-        lo, up = (z - slack, np.inf) if form.sense == -1 else (-np.inf, z + slack)
-        A = sp.vstack([A, sp.csr_array(form.c.reshape(1, -1))], format="csr")
-        row_lb, row_ub = np.append(row_lb, lo), np.append(row_ub, up)
     A, row_lb, row_ub = merge_parallel_rows(sp.csr_array(A), row_lb, row_ub)
     # in y = x·w (x/η for the allocation), every row divided by its largest coefficient: the LP HiGHS
     # sees does not depend on the units of any resource
@@ -206,6 +223,24 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
     A = (sp.diags(row_s) @ A).tocsr()
     clo, cup = _inf(col_lb / col_s), _inf(col_ub / col_s)
     rlo, rup = _inf(row_lb * row_s), _inf(row_ub * row_s)
+    sift = sifting == "on" or (sifting == "auto" and n_col >= SIFT_ABOVE)
+    extra: dict[str, Any] = {}
+    if objective_value is not None and rel is not None:
+        extra["face"] = f"objective within {rel:g} of the optimum"
+        if exact and EXACT_FACE and (EXACT_SIFTED or not sift):  # the face by complementary slackness
+            left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 1e-3)
+            face = exact_face(A, form.c * col_s, clo, cup, rlo, rup, form.sense == -1, left)
+            if face is not None:
+                clo, cup, rlo, rup, pinned = face
+                extra = {"face": "complementary slackness", "pinned": pinned}
+        # the face row, in the same scaled columns and divided by its largest coefficient
+        z = float(objective_value) - form.c0
+        slack = rel * max(abs(float(objective_value)), 1e-300)
+        lo, up = (z - slack, np.inf) if form.sense == -1 else (-np.inf, z + slack)
+        crow = form.c * col_s
+        cmax = float(np.abs(crow).max(initial=0.0)) or 1.0
+        A = sp.vstack([A, sp.csr_array((crow / cmax).reshape(1, -1))], format="csr")
+        rlo, rup = np.append(rlo, _inf(np.array([lo / cmax]))), np.append(rup, _inf(np.array([up / cmax])))
     lp = highs_lp(A, hashed, clo, cup, rlo, rup, highspy.ObjSense.kMaximize)
     h = new_highs()
     for key, value in options.items():
@@ -214,7 +249,6 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
         h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
     # as the bridge does: dual simplex for small LPs, interior point + crossover (a vertex) above
     h.setOptionValue("solver", "ipm" if n_col >= IPM_ABOVE else "simplex")
-    sift = sifting == "on" or (sifting == "auto" and n_col >= SIFT_ABOVE)
     if not sift:
         h.passModel(lp)
     build_s = time.perf_counter() - t0
@@ -280,7 +314,58 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
              solve_s, n_col, iters)
     return SolveOutcome(status=status, solver="highs-tiebreak", iterations=iters,
                         objective=objective if status is Status.OPTIMAL else None,
-                        build_seconds=build_s, solve_seconds=solve_s, message=message)
+                        build_seconds=build_s, solve_seconds=solve_s, message=message, extra=extra)
+
+
+def exact_face(A: sp.csr_array, c: np.ndarray, clo: np.ndarray, cup: np.ndarray, rlo: np.ndarray,
+               rup: np.ndarray, maximize: bool, time_limit: float | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """The LP ``opt c·x over {clo ≤ x ≤ cup, rlo ≤ Ax ≤ rup}``'s face of optima pinned by complementary
+    slackness: ``(clo, cup, rlo, rup, k)`` with every column whose reduced cost is not a tie fixed at the
+    bound it sits at and every row whose multiplier is not a tie held at its active bound (``k`` of
+    them in all), or ``None`` where HiGHS gives no optimal point with multipliers.
+
+    For *any* optimal multipliers ``y`` the optimal set is exactly ``{x feasible: x_j at its bound where
+    the reduced cost r_j ≠ 0, row i active where y_i ≠ 0}``: such an ``x`` meets complementary slackness
+    with ``y``, so it is optimal, and every optimal ``x`` meets it with every optimal ``y``. So the face
+    needs no slack on the objective, and which optimal ``y`` the solver returns does not matter. A reduced
+    cost is a tie when ``|r_j| ≤ TIE_REL · max(|c_j|, Σ_i |a_ij y_i|)`` (its column's own prices), a
+    multiplier when ``|a_ij y_i| ≤ TIE_REL`` of that for every column ``j`` of its row: both measures
+    are unchanged by the units of a column or a row. Solved by HiGHS at :data:`TOLERANCES`, dual simplex
+    (interior point with crossover from ``IPM_ABOVE`` columns), on the arrays as given."""
+    h = new_highs()
+    for key, value in TOLERANCES.items():
+        h.setOptionValue(key, value)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(float(time_limit), 1e-3))
+    h.setOptionValue("solver", "ipm" if A.shape[1] >= IPM_ABOVE else "simplex")
+    cost = np.asarray(c, float) * _cost_scale(np.asarray(c, float))
+    h.passModel(highs_lp(A, cost, clo, cup, rlo, rup,
+                         highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize))
+    with c_output_off_stdout():
+        h.run()
+    sol = h.getSolution()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal or not sol.dual_valid:
+        return None
+    x, act = np.asarray(sol.col_value, float), np.asarray(sol.row_value, float)
+    y, r = np.asarray(sol.row_dual, float), np.asarray(sol.col_dual, float)
+    absA = abs(A)
+    prices = np.maximum(np.abs(cost), absA.T @ np.abs(y))  # each column's own scale of prices
+    big = prices > 0
+    fix = big & (np.abs(r) > TIE_REL * np.where(big, prices, 1.0))
+    at_lo, at_up = np.abs(x - clo) <= np.abs(x - cup), np.abs(x - cup) < np.abs(x - clo)
+    bound = np.where(at_lo, clo, cup)
+    fix &= np.isfinite(bound) & (at_lo | at_up)
+    # a row's multiplier against the prices of its columns: the largest |a_ij y_i| / prices_j
+    inv = np.where(big, 1.0 / np.where(big, prices, 1.0), 0.0)
+    share = (absA @ sp.diags(inv)).max(axis=1).toarray().ravel() * np.abs(y) if A.shape[0] else np.zeros(0)
+    held = share > TIE_REL
+    rbound = np.where(np.abs(act - rlo) <= np.abs(act - rup), rlo, rup)
+    held &= np.isfinite(rbound) & (rlo != rup)
+    clo, cup, rlo, rup = clo.copy(), cup.copy(), rlo.copy(), rup.copy()
+    clo[fix] = cup[fix] = bound[fix]
+    rlo[held] = rup[held] = rbound[held]
+    return clo, cup, rlo, rup, int(fix.sum() + held.sum())
 
 
 def merge_parallel_rows(A: sp.csr_array, row_lb: np.ndarray, row_ub: np.ndarray

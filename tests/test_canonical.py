@@ -187,3 +187,61 @@ def test_a_tie_break_point_over_a_row_by_the_verification_s_measure_is_not_taken
     assert a.details["canonical"]["status"] == "optimal"
     X = a.x.sum(axis=1)
     assert np.max(np.abs(a.x - back(b.x, pu, ps)).sum(axis=1) / np.maximum(X, 1e-9 * X.max())) <= 1e-6
+
+
+@pytest.mark.parametrize("eps", [1e-4, 1e-6, 1e-8])
+def test_a_near_tie_goes_to_the_better_user_whatever_the_names(eps):
+    """User b needs ε more of the first resource per task than user a: utilitarian welfare is optimal
+    only with every task at a. With the objective row alone as the face (within 1e-12, held by HiGHS
+    to its tolerance) the hash decided: b got up to 1e-5 / 1e-3 / all of the tasks over 12 namings.
+    Pinned by complementary slackness, b gets none under every naming and every route (the
+    exactness of the face; the tie-break LP still holds its rows to HiGHS's tolerance, so c may keep
+    tasks at 10⁻¹² of the capacity)."""
+    for k in range(12):
+        inst = Instance.from_arrays(capacity=[[1000.0, 1000.0]], demand=[[1, 1], [1 + eps, 1], [3, 0.5]],
+                                    users=[f"a{k}", f"b{k}", f"c{k}"], name="near-tie")
+        for route in ROUTES if k < 2 else ROUTES[:1]:
+            r = fairalloc.solve(inst, "utilitarian", solver=route)
+            assert r.status.value == "optimal"
+            assert r.details["canonical"]["face"] == "complementary slackness"
+            assert r.tasks[1] == 0.0  # (a may lack 1.5e-9 and c keep 5e-10: 1e-12 of the capacity)
+            np.testing.assert_allclose(r.tasks, [1000.0, 0.0, 0.0], rtol=0, atol=1e-11 * 1000)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_pinned_face_holds_the_exact_optimum_and_only_optima(seed):
+    """``exact_face`` against the rational simplex of the fuzz test (``exact_lp``): an LP with exact
+    ties (duplicated columns) and near-ties (a column's value cut by 1e-7) — the exact optimum lies in
+    the pinned set (it meets complementary slackness with any optimal multipliers), every near-tie
+    column is fixed at 0, and the set's extreme points in random directions are all optimal."""
+    import scipy.sparse as sp
+    from exact_lp import maximize
+    from scipy.optimize import linprog
+
+    from fairalloc.solvers.canonical import exact_face
+
+    rng = np.random.default_rng(seed)
+    m, n0 = 4, 5
+    A0 = rng.uniform(0.1, 2.0, (m, n0)) * (rng.random((m, n0)) > 0.3)
+    A0[:, 0] = np.maximum(A0[:, 0], 0.5)  # every column bounded by some row
+    A0[0] = np.maximum(A0[0], 0.1)
+    c0 = rng.uniform(0.5, 2.0, n0)
+    A = np.hstack([A0, A0, A0])  # each column three times: exact ties, then near-ties
+    c = np.concatenate([c0, c0, c0 * (1 - 1e-7)])
+    b = rng.uniform(1.0, 3.0, m) * 10.0 ** rng.uniform(-3, 3)
+    z, point = maximize(c, A, b)
+    x = np.array([float(v) for v in point])
+    n = A.shape[1]
+    clo, cup, rlo, rup, _ = exact_face(sp.csr_array(A), c, np.zeros(n), np.full(n, np.inf),
+                                       np.full(m, -np.inf), b.astype(float), True)
+    tol = 1e-9 * max(1.0, float(x.max()))
+    assert ((x >= clo - tol) & (x <= cup + tol)).all()
+    act = A @ x
+    assert ((act >= rlo - 1e-9 * b) & (act <= rup + 1e-9 * b)).all()
+    assert (cup[2 * n0:] == 0).all()  # the near-ties: never optimal
+    eq = rlo == rup
+    for _ in range(5):  # scipy's linprog over the pinned set, in random directions
+        out = linprog(rng.uniform(-1, 1, n), A_ub=A[~eq], b_ub=rup[~eq], A_eq=A[eq] if eq.any() else None,
+                      b_eq=rup[eq] if eq.any() else None, bounds=list(zip(clo, cup)), method="highs")
+        assert out.status == 0
+        assert float(c @ out.x) == pytest.approx(float(z), rel=1e-9)
