@@ -71,7 +71,7 @@ from fairalloc.solvers.quiet import c_output_off_stdout
 from fairalloc.solvers.schur_ipm import SchurIPM
 from fairalloc.status import Status
 
-__all__ = ["FACE_REL", "FACE_SLACKS", "RULE", "ColumnScale", "canonical_point"]
+__all__ = ["FACE_REL", "FACE_SLACKS", "RULE", "ColumnScale", "canonical_point", "exact_face"]
 
 RULE = "vertex of the optimal face maximising Σ h·x/η (h: hash of the user and server names)"
 
