@@ -83,6 +83,7 @@ FACE_SLACKS = (1e-12, 1e-9, 1e-7)
 FACE_REL = FACE_SLACKS[0]
 # exact_face: a reduced cost or multiplier within this fraction of its column's prices is a tie
 TIE_REL = 1e-9
+AT_BOUND = 1e-7  # ... fixed only where the solver's point is this close to the bound (scaled units)
 EXACT_FACE = True  # the welfare LPs' face by complementary slackness first (module docstring) ...
 EXACT_SIFTED = False  # ... also where the tie-break LP is sifted
 # a tie-break point overrunning a row by more than this fraction of its bound is not taken (the
@@ -353,15 +354,17 @@ def exact_face(A: sp.csr_array, c: np.ndarray, clo: np.ndarray, cup: np.ndarray,
     prices = np.maximum(np.abs(cost), absA.T @ np.abs(y))  # each column's own scale of prices
     big = prices > 0
     fix = big & (np.abs(r) > TIE_REL * np.where(big, prices, 1.0))
-    at_lo, at_up = np.abs(x - clo) <= np.abs(x - cup), np.abs(x - cup) < np.abs(x - clo)
+    at_lo = np.abs(x - clo) <= np.abs(x - cup)
     bound = np.where(at_lo, clo, cup)
-    fix &= np.isfinite(bound) & (at_lo | at_up)
+    # (only where the solver's point sits at that bound, as complementary slackness says it does)
+    fix &= np.isfinite(bound) & (np.abs(x - bound) <= AT_BOUND * np.maximum(1.0, np.abs(bound)))
     # a row's multiplier against the prices of its columns: the largest |a_ij y_i| / prices_j
     inv = np.where(big, 1.0 / np.where(big, prices, 1.0), 0.0)
     share = (absA @ sp.diags(inv)).max(axis=1).toarray().ravel() * np.abs(y) if A.shape[0] else np.zeros(0)
     held = share > TIE_REL
     rbound = np.where(np.abs(act - rlo) <= np.abs(act - rup), rlo, rup)
     held &= np.isfinite(rbound) & (rlo != rup)
+    held &= np.abs(act - rbound) <= AT_BOUND * np.maximum(1.0, np.abs(rbound))
     clo, cup, rlo, rup = clo.copy(), cup.copy(), rlo.copy(), rup.copy()
     clo[fix] = cup[fix] = bound[fix]
     rlo[held] = rup[held] = rbound[held]
