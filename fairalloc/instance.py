@@ -204,6 +204,13 @@ class Instance:
         check(self.weight, lambda n: f"users[{self.users[n]}].weight")
         if self.rates is not None:
             check(self.rates, lambda n, i: f"rates.{self.users[n]}.{self.servers[i]}")
+        if self.budget_cost is not None:
+            check(self.budget_cost, lambda n, i: f"users[{self.users[n]}].budget.cost.{self.servers[i]}")
+        # (a task limit or budget of inf is none)
+        for arr, what in ((self.tasks, "tasks"), (self.budget_limit, "budget.limit")):
+            if arr is not None:
+                a = np.asarray(arr, float)
+                check(np.where(np.isfinite(a), a, 0.0), lambda n, w=what: f"users[{self.users[n]}].{w}")
         if self.weight.size and self.weight.max() > MAX_WEIGHT_RATIO * self.weight.min():
             n = int(np.argmin(self.weight))
             raise InstanceError(f"users[{self.users[n]}].weight = {_fmt(self.weight[n])}: weights span more "

@@ -242,6 +242,9 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
         cmax = float(np.abs(crow).max(initial=0.0)) or 1.0
         A = sp.vstack([A, sp.csr_array((crow / cmax).reshape(1, -1))], format="csr")
         rlo, rup = np.append(rlo, _inf(np.array([lo / cmax]))), np.append(rup, _inf(np.array([up / cmax])))
+    if not _finite_lp(A, hashed, clo, cup, rlo, rup):  # (HiGHS would reject it and "solve" an empty LP)
+        return SolveOutcome(status=Status.ERROR, solver="highs-tiebreak", extra=extra,
+                            message="the tie-break LP has numbers that are not finite (scaling overflowed)")
     lp = highs_lp(A, hashed, clo, cup, rlo, rup, highspy.ObjSense.kMaximize)
     h = new_highs()
     for key, value in options.items():
@@ -318,6 +321,12 @@ def _solve_tiebreak(form: Any, weights: np.ndarray, hashed: np.ndarray, col_lb: 
                         build_seconds=build_s, solve_seconds=solve_s, message=message, extra=extra)
 
 
+def _finite_lp(A: sp.csr_array, c: np.ndarray, *bounds: np.ndarray) -> bool:
+    """Finite coefficients and costs, and no NaN bound (an infinite bound is no bound)."""
+    return bool(np.isfinite(A.data).all() and np.isfinite(c).all()
+                and not any(np.isnan(b).any() for b in bounds))
+
+
 def exact_face(A: sp.csr_array, c: np.ndarray, clo: np.ndarray, cup: np.ndarray, rlo: np.ndarray,
                rup: np.ndarray, maximize: bool, time_limit: float | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int] | None:
@@ -334,6 +343,8 @@ def exact_face(A: sp.csr_array, c: np.ndarray, clo: np.ndarray, cup: np.ndarray,
     multiplier when ``|a_ij y_i| ≤ TIE_REL`` of that for every column ``j`` of its row: both measures
     are unchanged by the units of a column or a row. Solved by HiGHS at :data:`TOLERANCES`, dual simplex
     (interior point with crossover from ``IPM_ABOVE`` columns), on the arrays as given."""
+    if not _finite_lp(A, c, clo, cup, rlo, rup):
+        return None
     h = new_highs()
     for key, value in TOLERANCES.items():
         h.setOptionValue(key, value)

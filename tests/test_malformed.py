@@ -30,6 +30,16 @@ YAML_CASES = {
     "huge_demand": (HEAD + "users: [{name: u1, demand: {cpu: 1.0e308}}]\n", "demand.cpu = 1e+308"),
     "tiny_weight": (HEAD + "users: [{name: u1, demand: {cpu: 1}}, {name: u2, weight: 1.0e-300, "
                     "demand: {cpu: 1}}]\n", "weight = 1e-300"),
+    # found by mutating the examples: a budget cost of 1e308 passed, and the LP mechanisms' tie-break then
+    # ended "internal error" (its scaled LP held NaN bounds, HiGHS rejected it and returned no point)
+    "huge_budget_cost": ("name: x\nservers: [{name: k80}, {name: p100}]\n"
+                         "rates: {j0: {k80: 2, p100: 4}, j1: {k80: 1, p100: 2}}\n"
+                         "users: [{name: j0, budget: {limit: 1, cost: {k80: 1.0e308, p100: 0.25}}}, "
+                         "{name: j1}]\n", "budget.cost.k80 = 1e+308"),
+    "huge_budget_limit": ("name: x\nservers: [{name: k80}]\nrates: {j0: {k80: 2}}\n"
+                          "users: [{name: j0, budget: {limit: 1.0e300, cost: {k80: 1}}}]\n",
+                          "budget.limit = 1e+300"),
+    "tiny_task_limit": (HEAD + "users: [{name: u1, tasks: 1.0e-300, demand: {cpu: 1}}]\n", "tasks = 1e-300"),
 }
 
 
