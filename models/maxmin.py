@@ -115,6 +115,9 @@ def level_of(blk: pyo.Block) -> float:
     return float(pyo.value(blk.t)) / float(pyo.value(blk.inv_scale))
 
 
+LEVEL_LIFTS = 3  # progressive filling: times a round that looked unbounded grows the level's unit 1e6-fold
+
+
 def rescale(blk: pyo.Block, handle: Any, t: float) -> bool:
     """Put the next level near 1 in the solver's units when ``t`` (a level in share units) is more than
     10³ away from the current scale; push the changed coefficients. Returns whether it did."""
@@ -246,6 +249,20 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
             handle.update(variables=False)
             log.info("progressive filling round %d: floors inconsistent by solver tolerance; "
                      "relaxed by 1e-7 and re-solved", len(rounds) + 1)
+            out = session.run(handle, options=vertex)
+        lifts = 0
+        while (not out.ok and levels and "nbounded" in out.message and lifts < LEVEL_LIFTS
+               and rounds[-1]["level"] > 0):
+            # the next level lies far above the last (a user held at 1e-13 by an external resource,
+            # the next at 0.5): in units of the last, the level's coefficient in its rows falls below
+            # the matrix values HiGHS keeps, the level is in no row and the LP looks unbounded.
+            # Measure it in units 1e6 times larger and solve again (the LP itself is bounded: χ is)
+            lifts += 1
+            blk.inv_scale = float(pyo.value(blk.inv_scale)) * 1e-6
+            handle.update_rows([*blk.level.values(), *blk.floor.values()])
+            handle.update(variables=False)
+            log.info("progressive filling round %d: the LP looked unbounded with the level in the last "
+                     "round's units; its unit x1e6 and re-solved", len(rounds) + 1)
             out = session.run(handle, options=vertex)
         status = worst(status, out.status)
         if not out.ok:

@@ -141,3 +141,24 @@ def test_probe_fallback_holds_frozen_users_at_their_level():
     out = progressive_filling(m, Session(solver="highs"), m.share, dual_tol=5.0)
     assert out.status.ok and {r["by"] for r in out.rounds} == {"probe LPs"}
     assert [pyo.value(m.x[i]) for i in range(3)] == pytest.approx([1, 1, 5], abs=1e-6)
+
+
+@pytest.mark.parametrize("mech", ["tsf", "tsf-alpha", "drfh", "tsf-er"])
+def test_a_level_far_above_the_last_is_reached(mech):
+    """A user held at 1.6e-8 tasks by an external resource (demand 7e5 of a capacity 0.011) freezes at
+    a level of ~1e-13; the other's next level is ~1e13 times higher. In the last level's units its
+    coefficient fell below the matrix values HiGHS keeps, so round 2 looked unbounded and tsf ended
+    `error` on the HiGHS routes (found by a restatement sweep of the fuzz instances). The level's unit
+    now grows until the LP is bounded. Each user's total is its best alone here: user 0 fills the r2
+    of the one server it may use, user 1 the external resource."""
+    inst = Instance.from_arrays(
+        capacity=[[6.399e5, 0.0], [6.868e-3, 0.0], [3.063e4, 984.9]],
+        demand=[[0.3714, 4786.0], [0.6133, 0.0]],
+        weight=[2.0, 3.0], eligible=[[False, False, True], [False, True, True]],
+        external_capacity=[0.011], external_demand=[[0.0], [724335.981]],
+        external_scope=[[False, True, True]], name="far-levels")
+    expected = [984.9 / 4786.0, 0.011 / 724335.981]
+    for route in ["highs", "highs-simplex", "highs-ipm", "pyomo-highs"]:
+        r = solve(inst, mech, solver=route)
+        assert r.status.value == "optimal", (route, r.message)
+        np.testing.assert_allclose(r.tasks, expected, rtol=1e-7)
