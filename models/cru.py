@@ -54,7 +54,7 @@ from fairalloc.instance import Instance
 from fairalloc.models.feasible import allocation, allocation_scale, feasible_set
 from fairalloc.registry import CANONICAL, Param, Solution, choice, mechanism
 from fairalloc.solvers import Session
-from fairalloc.solvers.canonical import RULE
+from fairalloc.solvers.canonical import report
 from fairalloc.status import Status
 from fairalloc.verify.fairness import SI_DEFINITIONS, si_threshold
 
@@ -154,9 +154,7 @@ def solve(inst: Instance, session: Session, form: str = "auto", si: str = "tsfer
     details = {"form": ran, "objective": out.objective, "eta": dict(zip(U, inst.eta)),
                "si": si, "si_threshold": dict(zip(U, si_threshold(inst, si))),
                "envy_rows": len(m.envy_free),
-               "canonical": None if can is None else {
-                   "rule": RULE, "status": can.status.value, "seconds": can.solve_seconds,
-                   **({"face": can.extra["face"]} if "face" in can.extra else {})}}
+               "canonical": None if can is None else report(can)}
     if hasattr(m, "z") and out.has_point:
         details["reached_limit"] = [u for u in m.z if (m.z[u].value or 0) > 0.5]
     if out.kkt is not None:

@@ -124,11 +124,15 @@ def rescale(blk: pyo.Block, handle: Any, t: float) -> bool:
     inv = float(pyo.value(blk.inv_scale))
     if not (t > 0 and math.isfinite(t)) or 1e-3 <= t * inv <= 1e3:
         return False
-    blk.inv_scale = 1.0 / t
-    rows = [*blk.level.values(), *blk.floor.values()]
-    if hasattr(handle, "update_rows"):
-        handle.update_rows(rows)
+    _set_inv_scale(blk, handle, 1.0 / t)
     return True
+
+
+def _set_inv_scale(blk: pyo.Block, handle: Any, inv: float) -> None:
+    """The level in units of ``1/inv``; the level and floor rows' changed coefficients pushed."""
+    blk.inv_scale = inv
+    if hasattr(handle, "update_rows"):
+        handle.update_rows([*blk.level.values(), *blk.floor.values()])
 
 
 def leximin_model(inst: Instance, coeff: np.ndarray, name: str,
@@ -258,8 +262,7 @@ def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name
             # the matrix values HiGHS keeps, the level is in no row and the LP looks unbounded.
             # Measure it in units 1e6 times larger and solve again (the LP itself is bounded: χ is)
             lifts += 1
-            blk.inv_scale = float(pyo.value(blk.inv_scale)) * 1e-6
-            handle.update_rows([*blk.level.values(), *blk.floor.values()])
+            _set_inv_scale(blk, handle, float(pyo.value(blk.inv_scale)) * 1e-6)
             handle.update(variables=False)
             log.info("progressive filling round %d: the LP looked unbounded with the level in the last "
                      "round's units; its unit x1e6 and re-solved", len(rounds) + 1)

@@ -27,7 +27,7 @@ from fairalloc.instance import Instance
 from fairalloc.models.feasible import allocation, allocation_scale, feasible_set
 from fairalloc.registry import CANONICAL, Solution, mechanism
 from fairalloc.solvers import Session
-from fairalloc.solvers.canonical import RULE
+from fairalloc.solvers.canonical import report
 
 
 def build(inst: Instance, relative: bool = False) -> pyo.ConcreteModel:
@@ -46,8 +46,7 @@ def _solve(inst: Instance, session: Session, relative: bool, canonical: bool) ->
     details = {"objective": out.objective, "eta": dict(zip(inst.users, inst.eta))}
     if out.ok and canonical:
         can = session.canonical(m, allocation_scale(m.chi, inst), out.objective)
-        details["canonical"] = {"rule": RULE, "status": can.status.value, "seconds": can.solve_seconds,
-                                **({"face": can.extra["face"]} if "face" in can.extra else {})}
+        details["canonical"] = report(can)
         if not can.ok:  # the LP's vertex stands: optimal, but not the canonical one
             message = f"canonical tie-break failed ({can.status.value}: {can.message}); solver's vertex"
     x = allocation(m.chi, inst) if out.has_point else np.zeros((inst.n_users, inst.n_servers))

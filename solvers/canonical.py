@@ -71,7 +71,7 @@ from fairalloc.solvers.quiet import c_output_off_stdout
 from fairalloc.solvers.schur_ipm import SchurIPM
 from fairalloc.status import Status
 
-__all__ = ["FACE_REL", "FACE_SLACKS", "RULE", "ColumnScale", "canonical_point", "exact_face"]
+__all__ = ["FACE_REL", "FACE_SLACKS", "RULE", "ColumnScale", "canonical_point", "exact_face", "report"]
 
 RULE = "vertex of the optimal face maximising Σ h·x/η (h: hash of the user and server names)"
 
@@ -157,6 +157,13 @@ class ColumnScale(Mapping[Any, tuple[float, float]]):
         return weights, hashed
 
 
+def report(out: SolveOutcome) -> dict[str, Any]:
+    """A welfare LP's ``details.canonical``: the rule, the tie-break's status and seconds, and how its face
+    was pinned (``face``)."""
+    return {"rule": RULE, "status": out.status.value, "seconds": out.solve_seconds,
+            **({"face": out.extra["face"]} if "face" in out.extra else {})}
+
+
 def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
                     objective_value: float | None = None, time_limit: float | None = None,
                     sifting: Any = "auto", options: dict[str, Any] | None = None) -> SolveOutcome:
@@ -185,24 +192,22 @@ def canonical_point(model: Any, scale: Mapping[Any, tuple[float, float]],
             sh = scale.get(v)
             if sh is not None and sh[0] > 0:
                 weights[j], hashed[j] = 1.0 / sh[0], sh[1]
-    out = None
-    # the exact face first, then the face row alone, widened in turn (module docstring)
-    tries = [(True, FACE_SLACKS[0]), *((False, r) for r in FACE_SLACKS)] if objective_value is not None \
-        else [(False, None)]
-    slab_tried: set[float | None] = set()
-    for exact, rel in tries:
-        if not exact and rel in slab_tried:  # (the exact face was not pinned: that try was this one)
-            continue
-        out = _solve_tiebreak(form, weights, hashed, col_lb, col_ub, objective_value, rel, time_limit, t0,
-                              _sifting_mode(sifting), options or {}, exact=exact)
+    # the exact face first, then the face row alone, widened in turn (module docstring); a first try
+    # that could not pin the exact face was the face row alone at the first slack
+    rels: list[float | None] = list(FACE_SLACKS) if objective_value is not None else [None]
+    exact, out = objective_value is not None, None
+    while rels:
+        out = _solve_tiebreak(form, weights, hashed, col_lb, col_ub, objective_value, rels[0], time_limit,
+                              t0, _sifting_mode(sifting), options or {}, exact=exact)
         pinned = out.extra.get("face") == "complementary slackness"
-        if not pinned:
-            slab_tried.add(rel)
         if out.status is not Status.INFEASIBLE and not (pinned and out.status is Status.ERROR):
             break
         log.info("canonical point: face %s infeasible or missed (the LP's optimum is known to the "
-                 "solver's tolerance)%s", "by complementary slackness" if pinned else f"with slack {rel}",
-                 "; widening" if rel is not None else "")
+                 "solver's tolerance)%s", "by complementary slackness" if pinned else f"with slack {rels[0]}",
+                 "; widening" if rels[0] is not None else "")
+        exact = False
+        if not pinned:
+            rels.pop(0)
     assert out is not None
     return out
 
