@@ -39,11 +39,21 @@ most :data:`GAP_TOL` in absolute value and every row of χ holds to :data:`FEAS_
 **Polish.** At a degenerate optimum (a user indifferent between a server it uses and one it does not)
 an interior point stops a little inside the face: on valuations ``[[3,0,0],[0,4,0],[5,5,5]]`` Ipopt
 returns ``X ≈ (2.99990, 3.99987, 5.00032)`` for ``(3, 4, 5)``. So the support is identified (pairs with
-``x[n,i] ≥ θ X_n``, ``θ ∈ {10⁻³, 10⁻⁶}``), every other pair is fixed at zero, the restricted problem —
+``x[n,i] ≥ θ·min(X_n, L[n,i])``, ``θ ∈ {10⁻³, 10⁻⁶}``, :func:`in_support`: a pair holding ``θ`` of
+its user's tasks or of what it can hold alone, so that a user whose tasks are mostly elsewhere keeps
+the one server it fills),
+every other pair is fixed at zero, the restricted problem —
 no longer degenerate — is re-solved from the same point with tolerance ``10⁻¹²`` and no bound
 relaxation (Ipopt's default relaxes every bound by ``10⁻⁸`` of itself), and the first certified
 candidate (else the one with the smallest duality gap) is kept (the dual bound uses every pair, so
 a wrong support shows as a large gap).
+
+**Scaling.** Ipopt's tolerances are absolute in the units it is given, so the model carries an export
+``scaling_factor`` suffix (:func:`~fairalloc.models.feasible.scale_chi`, applied by the NL writer):
+``x[n,i]`` in units of ``L[n,i]``, the most tasks the pair can hold alone
+(:func:`~fairalloc.models.feasible.pair_limit`), ``u[n]`` and its row in units of ``Σ_i L[n,i]``, every
+row of χ over its bound. On the wide fuzz instances (numbers spanning 10⁻⁴…10⁶) 123 of 200 were
+certified before and 200 after (docs/mechanisms/mnw.md#scaling).
 
 Golden numbers (docs/examples.md#tsfer-fig2, [TSFER] Fig. 2): ``x[u1,s2] = x[u2,s1] = 5``.
 """
@@ -58,7 +68,7 @@ import pyomo.environ as pyo
 import scipy.sparse as sp
 
 from fairalloc.instance import Instance
-from fairalloc.models.feasible import allocation, feasible_set, uniform_split
+from fairalloc.models.feasible import allocation, feasible_set, pair_limit, scale_chi, uniform_split
 from fairalloc.models.maxmin import canonical_split
 from fairalloc.registry import Param, Solution, as_bool, choice, mechanism
 from fairalloc.solvers import Session
@@ -67,7 +77,7 @@ from fairalloc.verify.feasibility import feasibility, into_rows
 
 GAP_TOL = 1e-10  # relative duality gap (over Σφ) below which the result is `optimal`
 FEAS_TOL = 1e-9  # ... with every row of χ met to this fraction of its bound
-SUPPORT_THRESHOLDS = (1e-3, 1e-6)  # x[n,i] ≥ θ·X_n: the pairs kept when polishing
+SUPPORT_THRESHOLDS = (1e-3, 1e-6)  # x[n,i] ≥ θ·min(X_n, L[n,i]): the pairs kept when polishing
 #: SCIP's defaults for the epigraph form, unless the user sets them: at SCIP's own feasibility
 #: tolerance (1e-6) ``exp(t) <= u`` lets its point stop ~2e-4 of the largest entry from Ipopt's
 SCIP_OPTIONS = {"numerics/feastol": 1e-10}
@@ -142,6 +152,16 @@ def _price_columns(inst: Instance) -> tuple[sp.csr_array, np.ndarray, list[tuple
     return M, np.concatenate(b) if b else np.zeros(0), names
 
 
+def in_support(inst: Instance, x: np.ndarray, theta: float) -> np.ndarray:
+    """The pairs taken as ``x``'s support: ``x[n,i] ≥ θ·min(X_n, L[n,i])`` with ``L`` the most the pair
+    can hold (:func:`~fairalloc.models.feasible.pair_limit`): ``θ`` of the user's tasks, or of what
+    the server (and the external resources over it) can run of them alone. The second keeps a
+    server a user fills while its other servers give it 4·10⁴ times more tasks, as in the wide fuzz
+    instances."""
+    X = x.sum(axis=1, keepdims=True)
+    return (x > 0) & (x >= theta * np.minimum(X, np.where(inst.runnable, pair_limit(inst), np.inf)))
+
+
 def recover_prices(inst: Instance, x: np.ndarray, theta: float = 1e-6) -> dict[str, np.ndarray]:
     """Prices that make ``x`` optimal if any do, from the allocation alone (one LP, independent of the
     solver's multipliers, which are not unique at a degenerate optimum): ``p ≥ 0``, zero on rows with
@@ -162,7 +182,7 @@ def recover_prices(inst: Instance, x: np.ndarray, theta: float = 1e-6) -> dict[s
     scale = X[pairs[:, 0]] / inst.weight[pairs[:, 0]]  # κ·X/φ = 1 at the optimum on the support
     A = sp.diags(scale) @ M
     A = A[:, np.flatnonzero(~slack)]
-    support = x[pairs[:, 0], pairs[:, 1]] >= theta * X[pairs[:, 0]]
+    support = in_support(inst, x, theta)[pairs[:, 0], pairs[:, 1]]
     n_p, n_r = A.shape[1], A.shape[0]
     # variables: p (n_p), s_plus (n_r), s_minus (n_r); equality on the support, ≥ elsewhere
     eye = sp.identity(n_r, format="csr")
@@ -236,6 +256,14 @@ def build(inst: Instance, form: str = "log") -> pyo.ConcreteModel:
     else:
         m.objective = pyo.Objective(expr=sum(phi[n] * pyo.log(m.u[n]) for n in m.chi.N),
                                     sense=pyo.maximize)
+    # scaling (module docstring): each pair's tasks in units of what it can hold alone, each row over
+    # its bound, each u[n] in units of the sum of its pairs'
+    m.scaling_factor = sf = pyo.Suffix(direction=pyo.Suffix.EXPORT)
+    unit = scale_chi(m.chi, sf, inst).sum(axis=1)
+    for k, n in enumerate(m.chi.N):
+        sf[m.u[n]] = sf[m.define_u[n]] = 1.0 / float(unit[k])
+        if form == "epigraph":
+            sf[m.epigraph[n]] = 1.0 / float(unit[k])
     return m
 
 
@@ -331,21 +359,24 @@ def _gap(inst: Instance, x: np.ndarray, m: pyo.ConcreteModel) -> tuple[float, di
 
 def _polished(m: pyo.ConcreteModel, inst: Instance, session: Session, handle: object, x: np.ndarray,
               theta: float) -> tuple[float, np.ndarray, object, str, dict[str, np.ndarray]] | None:
-    """Re-solve tightly (no bound relaxation) with every pair below ``θ·X_n`` fixed at zero;
+    """Re-solve tightly (no bound relaxation) with every pair outside :func:`in_support` fixed at zero;
     ``(gap, x, outcome, label, prices)``, or ``None`` when the re-solve fails. The model is left unfixed."""
-    X = x.sum(axis=1)
-    drop = [v for (n, i), v in zip(m.chi.pairs, m.chi.x.values()) if x[n, i] < theta * X[n]]
+    on = in_support(inst, x, theta)
+    drop = [v for (n, i), v in zip(m.chi.pairs, m.chi.x.values()) if not on[n, i]]
     keep = [(v, v.value) for v in list(m.chi.x.values()) + list(m.u.values())]
     for v in drop:
         v.fix(0.0)
     try:
         handle.update()
-        out = session.run(handle, POLISH_OPTIONS)
+        # from the first solve's point and multipliers (CasADi passes them back): without the warm
+        # start a wide fuzz instance's polish stopped 4e-7 from the optimum
+        warm = {"warm_start_init_point": "yes"} if getattr(handle, "name", "") == "ipopt-casadi" else {}
+        out = session.run(handle, {**POLISH_OPTIONS, **warm})
         if not out.ok:
             return None
         y = allocation(m.chi, inst)
         g, p = _gap(inst, y, m)
-        return g, y, out, f"polished (support x >= {theta:g}·X)", p
+        return g, y, out, f"polished (support x >= {theta:g}·min(X, L))", p
     finally:
         for v in drop:
             v.unfix()

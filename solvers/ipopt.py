@@ -12,7 +12,9 @@ CasADi's Ipopt 3.14 + MUMPS (used when no executable is on PATH)
     :class:`CasadiIpopt` writes the model with Pyomo's NL writer (no symbolic labels, no linear presolve,
     so every constraint keeps its multiplier), loads it with ``casadi.NlpBuilder().import_nl``, solves
     with ``casadi.nlpsol(..., "ipopt")`` and maps values and multipliers back through the writer's
-    column/row order, its scaling factors and the objective sense::
+    column/row order, its scaling factors (a model's export ``scaling_factor`` suffix; the executable
+    route passes the same suffix to Ipopt with ``nlp_scaling_method=user-scaling``) and the objective
+    sense::
 
         x      = x̃ / s_x
         dual   = −σ · λ_g · s_g / s_f          (σ = +1 minimise, −1 maximise; CasADi minimises σ·f)
@@ -353,6 +355,10 @@ class ExecutableIpopt:
         for name in ("dual", "ipopt_zL_out", "ipopt_zU_out"):
             _ensure_suffix(m, name)
         opts = {**self.options, **(options or {})}
+        if isinstance(getattr(m, "scaling_factor", None), pyo.Suffix):
+            # Pyomo's legacy NL interface writes the model unscaled and the factors as a suffix,
+            # which the ASL Ipopt applies itself under user-scaling (not run on our CI: no executable)
+            opts.setdefault("nlp_scaling_method", "user-scaling")
         if time_limit is not None:
             opts["max_wall_time"] = max(float(time_limit), 1e-3)
         t0 = time.perf_counter()

@@ -143,7 +143,11 @@ def test_the_canonical_point_holds_every_row_exactly(flags):
 @pytest.mark.parametrize("seed", [0, 6])
 def test_mnw_split_is_canonical_in_any_order_and_units(seed):
     """MNW's optimum is unique in the totals only; with canonical=false the split moved by up to 24 % of the
-    largest entry under a restatement (seed 6, weights), with the canonical split it does not move."""
+    largest entry under a restatement (seed 6, weights), with the canonical split it does not move.
+    Since the NLP is scaled (each pair in units of what it can hold alone), Ipopt's own split moves by
+    only 1.5e-9 here: an interior point ends near the centre of the face, which the restatement no
+    longer changes. The canonical split is a vertex of that face, 27-30 % of the largest entry away
+    from the centre, so the face is not a point and the rule, not the solver, fixes the answer."""
     inst = random_instance(seed, 16, 5, 3, weights=True, external=1)
     pu, ps = np.random.default_rng(seed).permutation(16), np.random.default_rng(seed + 1).permutation(5)
     other = restated(inst, pu, ps, [1e5, 1e-4, 37.0, 1.0])
@@ -153,8 +157,7 @@ def test_mnw_split_is_canonical_in_any_order_and_units(seed):
     np.testing.assert_allclose(back(b.allocation, pu, ps), a.allocation, rtol=0,
                                atol=1e-7 * a.allocation.max())
     raw_a = fairalloc.solve(inst, "mnw", canonical=False).allocation
-    raw_b = back(fairalloc.solve(other, "mnw", canonical=False).allocation, pu, ps)
-    assert np.abs(raw_a - raw_b).max() > 1e-4 * raw_a.max()  # the rule is what makes them agree
+    assert np.abs(raw_a - a.allocation).max() > 0.1 * raw_a.max()  # the face is not a point
 
 
 def test_a_restated_instance_gets_the_same_levels_and_split():
