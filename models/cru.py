@@ -39,7 +39,14 @@ MILP with them; the result says which form ran (``details.form``).
 form a face; the result is its vertex maximising ``Σ h[n,i]·x[n,i]/η_n`` (``h`` a fixed hash of the
 user's and the server's names) over the face of optima of χ with the EF and SI rows, pinned by
 complementary slackness (:mod:`fairalloc.solvers.canonical`) — two more LPs. The MILP's binaries are
-kept at the solver's values.
+the solver's unless ``binaries="canonical"``: then one more MILP over the MILP's optima (objective
+within :data:`FACE_REL`) maximises the same weighting (:func:`_tiebreak_milp`), and
+:func:`canonical_binaries` sets ``z[n] = 1`` exactly for the users at their limit in its point, before
+the LP tie-break with ``z`` fixed. The solver's binaries depend on the route: on one fuzz instance
+HiGHS through the bridge left a user at its limit with ``z = 0`` and Pyomo's HiGHS interface with
+``z = 1``, and the canonical splits differed by 0.44 of a user's total; on another the two routes'
+optima had different totals (one more user at its limit). Not the default: the extra MILP cost 2.8×
+at 256 × 32 (docs/mechanisms/cru.md).
 
 Golden numbers (docs/examples.md#tsfer-fig2, [TSFER] Fig. 2): ``x[u1,s2] = x[u2,s1] = 5``.
 """
@@ -55,12 +62,15 @@ from fairalloc.models.feasible import allocation, allocation_scale, feasible_set
 from fairalloc.registry import CANONICAL, Param, Solution, choice, mechanism
 from fairalloc.solvers import Session
 from fairalloc.solvers.canonical import report
+from fairalloc.solvers.outcome import SolveOutcome
 from fairalloc.status import Status
 from fairalloc.verify.fairness import SI_DEFINITIONS, si_threshold
 
-__all__ = ["build", "envy_coefficients", "solve"]
+__all__ = ["build", "canonical_binaries", "envy_coefficients", "solve"]
 
 MILP_OPTIONS = {"mip_rel_gap": 1e-9, "mip_abs_gap": 1e-12}  # HiGHS: exact, not its default 1e-4
+LIMIT_REL = 1e-9  # a user with X_n ≥ (1 − LIMIT_REL)·T_n is at its limit (canonical_binaries)
+FACE_REL = 1e-9  # the MILP's optima, for the choice of its binaries: within this of the optimum
 
 
 def envy_coefficients(inst: Instance) -> np.ndarray:
@@ -71,6 +81,44 @@ def envy_coefficients(inst: Instance) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(dn > 0, d[None, :, :] / np.where(dn > 0, dn, 1.0), np.inf)
     return ratio.min(axis=2)
+
+
+def canonical_binaries(m: pyo.ConcreteModel, inst: Instance, rel: float = LIMIT_REL) -> None:
+    """Set ``z[n] = 1`` exactly for the users at their task limit in the MILP's point (``X_n ≥ (1 −
+    rel)·T_n``), ``0`` for the others. A user at its limit envies nobody, so its EF rows are void
+    whatever the solver chose: this only relaxes the rows of the solver's ``z`` (``X_n ≥ T_n z_n``
+    holds to ``rel`` for the users it sets), so the point stays optimal and the canonical tie-break
+    then runs on one face per set of users at their limits, not one per solver's choice."""
+    X = allocation(m.chi, inst).sum(axis=1)
+    pos = {u: k for k, u in enumerate(inst.users)}
+    for u, z in m.z.items():
+        n = pos[u]
+        z.set_value(1.0 if X[n] >= (1.0 - rel) * inst.tasks[n] else 0.0)
+
+
+def _tiebreak_milp(m: pyo.ConcreteModel, inst: Instance, session: Session, options: dict | None,
+                   optimum: float) -> SolveOutcome:
+    """The MILP once more over its optima (the objective row held within :data:`FACE_REL` of
+    ``optimum``), maximising the canonical weighting ``Σ h[n,i]·x[n,i]/η_n``: which users reach their
+    limits is then the rule's choice, not the solver's. Leaves its point in ``m`` (the first solve's
+    where it fails); the model's own objective is restored."""
+    sc = allocation_scale(m.chi, inst)
+    before = [(v, v.value) for v in m.component_data_objects(pyo.Var, descend_into=True)]
+    m.tiebreak = pyo.Objective(expr=LinearExpression(
+        constant=0.0, linear_coefs=(sc.h / sc.s).tolist(), linear_vars=list(sc.variables)),
+        sense=pyo.maximize)
+    m.face = pyo.Constraint(expr=m.objective.expr >= optimum - FACE_REL * max(abs(optimum), 1e-300))
+    m.objective.deactivate()
+    try:
+        out = session.run(session.open(m, "milp", options))
+        if not out.ok:
+            for v, val in before:
+                v.set_value(val, skip_validation=True)
+        return out
+    finally:
+        m.objective.activate()
+        m.del_component(m.tiebreak)
+        m.del_component(m.face)
 
 
 def _form(inst: Instance, form: str) -> str:
@@ -130,9 +178,13 @@ def build(inst: Instance, form: str = "auto", si: str = "tsfer", **_: object) ->
                    Param("si", choice(*SI_DEFINITIONS), "tsfer",
                          "sharing-incentive rows: tsfer ([TSFER] Def. 6) or apf (every server split by "
                          "weight; may be infeasible with a scarce external resource)"),
+                   Param("binaries", choice("solver", "canonical"), "solver",
+                         "the MILP's binaries (who is at its task limit): the solver's, or canonical "
+                         "(one more MILP over its optima, maximising the canonical weighting; the "
+                         "same on every solver route, about 3x the time)"),
                    CANONICAL])
 def solve(inst: Instance, session: Session, form: str = "auto", si: str = "tsfer",
-          canonical: bool = True) -> Solution:
+          binaries: str = "solver", canonical: bool = True) -> Solution:
     ran = _form(inst, form)
     m = build(inst, ran, si)
     problem = ran = "milp" if hasattr(m, "z") else "lp"  # milp without finite limits is the LP
@@ -142,6 +194,13 @@ def solve(inst: Instance, session: Session, form: str = "auto", si: str = "tsfer
     status, message = out.status, "" if out.ok else out.message
     can = None
     if out.ok and canonical:
+        if hasattr(m, "z") and binaries == "canonical":
+            pick = _tiebreak_milp(m, inst, session, options, float(out.objective))
+            if pick.ok:
+                canonical_binaries(m, inst)
+            else:  # the solver's binaries stand
+                message = (f"canonical choice of the binaries failed ({pick.status.value}: "
+                           f"{pick.message}); the solver's")
         can = session.canonical(m, allocation_scale(m.chi, inst), out.objective)
         if not can.ok:  # the LP's vertex stands: optimal, but not the canonical one
             message = f"canonical tie-break failed ({can.status.value}: {can.message}); solver's vertex"
