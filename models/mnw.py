@@ -238,7 +238,7 @@ def duality_gap(inst: Instance, x: np.ndarray, price: dict[str, np.ndarray]) -> 
     return dual - float(np.sum(phi * np.log(X)))  # may be -1e-9: the point is feasible to tolerance
 
 
-def build(inst: Instance, form: str = "log") -> pyo.ConcreteModel:
+def build(inst: Instance, form: str = "log", **_: object) -> pyo.ConcreteModel:
     """χ, ``u[n] = X[n]`` and the Nash-welfare objective, initialised at the weighted equal split."""
     m = pyo.ConcreteModel(name=f"mnw[{inst.name}]")
     m.chi = feasible_set(inst)

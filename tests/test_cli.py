@@ -90,6 +90,34 @@ def test_listings_and_show(cli, examples, tmp_path):
     assert w.returncode == 0 and "max" in lp.read_text() and "maxmin_t" in lp.read_text()
 
 
+def test_every_model_shows_with_its_default_parameters(cli, examples, tmp_path):
+    """`show` passes every parameter of the mechanism to its `build`; mnw's took only `form` and
+    `show -m mnw` ended in an internal error (exit 3). Each build takes its defaults, and mnw's NLP
+    is written as an NL file."""
+    import fairalloc
+    from fairalloc.errors import FairallocError
+    from fairalloc.io import load_instance
+    from fairalloc.registry import get_mechanism
+
+    inst = load_instance(examples / "tsfer-fig2.yaml")
+    shown = 0
+    for name in fairalloc.mechanisms():
+        mech = get_mechanism(name)
+        if mech.build is None:
+            continue
+        try:
+            model = mech.build(inst, **mech.parse_params({}))
+        except FairallocError:  # a mechanism that does not take this instance says so (exit 2)
+            continue
+        assert model.nobjectives() >= 1, name
+        shown += 1
+    assert shown >= 10
+    nl = tmp_path / "mnw.nl"
+    w = cli("show", str(examples / "tsfer-fig2.yaml"), "-m", "mnw", "--write", str(nl))
+    assert w.returncode == 0, w.stderr
+    assert nl.read_text().startswith("g")
+
+
 def test_help_shows_the_real_signature():
     import inspect
 
