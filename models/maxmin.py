@@ -57,6 +57,11 @@ __all__ = ["SHRINKS", "MaxMinOutcome", "add_maxmin", "canonical_split", "leximin
 log = logging.getLogger(__name__)
 
 PROBE_TOL = 1e-6  # relative rise of a probed user's share that still counts as blocked
+#: a user is blocked where its level row's multiplier (the active rows' sum to one) is above this:
+#: 100x the bridge's dual tolerance (1e-9). At 1e-9 a restated fuzz instance froze a user whose
+#: multiplier was 1.25e-9, noise, at 1e-4 of the level it reaches (tsf, `wide_instance(143)`); a
+#: blocked user missed by the threshold is frozen by the next round or by the probe LPs
+DUAL_TOL = 1e-7
 SEPARATION = 1e3  # interior multipliers: each user's dual share and relative slack this far apart
 
 
@@ -200,7 +205,7 @@ def _shares(handle: Any, blk: pyo.Block, share: Any, users: list[Any], t: float)
 
 
 def progressive_filling(m: pyo.ConcreteModel, session: Session, share: Any, name: str = "maxmin",
-                        dual_tol: float = 1e-9, tol: float = 1e-9, handle: Any = None,
+                        dual_tol: float = DUAL_TOL, tol: float = 1e-9, handle: Any = None,
                         resolve: str = "primal", canonical: Any = None) -> MaxMinOutcome:
     """Run progressive filling on the block added by :func:`add_maxmin`; the final allocation is
     left in the model's variables.

@@ -162,3 +162,24 @@ def test_a_level_far_above_the_last_is_reached(mech):
         r = solve(inst, mech, solver=route)
         assert r.status.value == "optimal", (route, r.message)
         np.testing.assert_allclose(r.tasks, expected, rtol=1e-7)
+
+
+def test_a_multiplier_at_the_solver_s_tolerance_does_not_freeze_a_user():
+    """Found by the restatement sweep (`wide_instance(143)`, restated): in round 2 of tsf, u1's level row
+    had the multiplier 1.25e-9 (the active rows' sum to one), noise at the bridge's dual tolerance,
+    and at the old threshold of 1e-9 u1 was frozen at 6.8e-10 with 2.9e-8 tasks, `optimal`, while the
+    original statement gave it its task limit, 3.2e-4 (level 7.7e-6)."""
+    from restate import back, restated
+    from test_fuzz import wide_instance
+
+    inst = wide_instance(143)
+    pu, ps = np.array([0, 2, 1, 3]), np.array([1, 0])
+    other = restated(inst, pu, ps, [0.00797850562119112, 0.0018728650304424715, 0.0029489628017714195,
+                                    9.830271369354154, 334.7542663611918])
+    a = solve(inst, "tsf")
+    for solver in ("highs", "highs-ipm"):
+        b = solve(other, "tsf", solver=solver)
+        assert a.status.value == b.status.value == "optimal"
+        assert b.details["levels"]["u1"] == pytest.approx(a.details["levels"]["u1"], rel=1e-9)
+        X = a.x.sum(axis=1)
+        assert np.max(np.abs(back(b.x, pu, ps) - a.x).sum(axis=1) / X) <= 1e-6
