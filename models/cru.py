@@ -61,7 +61,7 @@ from fairalloc.instance import Instance
 from fairalloc.models.feasible import allocation, allocation_scale, feasible_set
 from fairalloc.registry import CANONICAL, Param, Solution, choice, mechanism
 from fairalloc.solvers import Session
-from fairalloc.solvers.canonical import report
+from fairalloc.solvers.canonical import ColumnScale, report
 from fairalloc.solvers.outcome import SolveOutcome
 from fairalloc.status import Status
 from fairalloc.verify.fairness import SI_DEFINITIONS, si_threshold
@@ -96,13 +96,13 @@ def canonical_binaries(m: pyo.ConcreteModel, inst: Instance, rel: float = LIMIT_
         z.set_value(1.0 if X[n] >= (1.0 - rel) * inst.tasks[n] else 0.0)
 
 
-def _tiebreak_milp(m: pyo.ConcreteModel, inst: Instance, session: Session, options: dict | None,
-                   optimum: float) -> SolveOutcome:
+def _tiebreak_milp(m: pyo.ConcreteModel, session: Session, options: dict | None, optimum: float,
+                   sc: ColumnScale) -> SolveOutcome:
     """The MILP once more over its optima (the objective row held within :data:`FACE_REL` of
     ``optimum``), maximising the canonical weighting ``Σ h[n,i]·x[n,i]/η_n``: which users reach their
     limits is then the rule's choice, not the solver's. Leaves its point in ``m`` (the first solve's
-    where it fails); the model's own objective is restored."""
-    sc = allocation_scale(m.chi, inst)
+    where it fails); the model's own objective is restored. ``sc``: the tie-break's
+    :func:`~fairalloc.models.feasible.allocation_scale`."""
     before = [(v, v.value) for v in m.component_data_objects(pyo.Var, descend_into=True)]
     m.tiebreak = pyo.Objective(expr=LinearExpression(
         constant=0.0, linear_coefs=(sc.h / sc.s).tolist(), linear_vars=list(sc.variables)),
@@ -194,14 +194,15 @@ def solve(inst: Instance, session: Session, form: str = "auto", si: str = "tsfer
     status, message = out.status, "" if out.ok else out.message
     can = None
     if out.ok and canonical:
+        scale = allocation_scale(m.chi, inst)
         if hasattr(m, "z") and binaries == "canonical":
-            pick = _tiebreak_milp(m, inst, session, options, float(out.objective))
+            pick = _tiebreak_milp(m, session, options, float(out.objective), scale)
             if pick.ok:
                 canonical_binaries(m, inst)
             else:  # the solver's binaries stand
                 message = (f"canonical choice of the binaries failed ({pick.status.value}: "
                            f"{pick.message}); the solver's")
-        can = session.canonical(m, allocation_scale(m.chi, inst), out.objective)
+        can = session.canonical(m, scale, out.objective)
         if not can.ok:  # the LP's vertex stands: optimal, but not the canonical one
             message = f"canonical tie-break failed ({can.status.value}: {can.message}); solver's vertex"
     x = allocation(m.chi, inst) if out.has_point else np.zeros((inst.n_users, inst.n_servers))

@@ -169,7 +169,9 @@ def scale_chi(chi: pyo.Block, suffix: pyo.Suffix, inst: Instance) -> np.ndarray:
     for (n, i), v in zip(chi.pairs, chi.x.values()):
         suffix[v] = 1.0 / float(unit[n, i])
     for name in ("capacity", "time", "external", "budget", "limit"):
-        for con in getattr(chi, name).values() if hasattr(chi, name) else ():
+        if not hasattr(chi, name):  # chi.time only in the time-shared form, chi.limit with limits
+            continue
+        for con in getattr(chi, name).values():
             ub = pyo.value(con.upper)
             suffix[con] = 1.0 / ub if ub is not None and 0 < ub < np.inf else 1.0
     return unit
